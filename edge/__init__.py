@@ -1,0 +1,1 @@
+"""Robot-side runtime: artifact format, inference runtimes, safety filter. Imports only numpy (and onnxruntime)."""

@@ -1,0 +1,78 @@
+"""Observation terms: one table shared by the twin (which computes them from physics state), the artifact
+manifest (which records the layout) and the policy node (which computes them from ROS topics).
+
+A term's value is multiplied by its scale before it enters the policy; noise is added in physical units
+before scaling, as legged_gym does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ObsTerm:
+    name: str
+    size: int
+    scale: tuple[float, ...]
+    noise: float  # uniform noise half-width in physical units (training only)
+    ros_source: str
+
+
+def obs_term(name: str, num_joints: int) -> ObsTerm:
+    """The definition of observation term `name` for a robot with `num_joints` actuated joints."""
+    n = num_joints
+    table = {
+        "base_lin_vel": (3, (2.0,) * 3, 0.1, "/odom twist.twist.linear, base frame (m/s)"),
+        "base_ang_vel": (3, (0.25,) * 3, 0.2, "/imu/data angular_velocity, base frame (rad/s)"),
+        "projected_gravity": (3, (1.0,) * 3, 0.05, "/imu/data orientation: unit gravity in base frame"),
+        "velocity_command": (3, (2.0, 2.0, 0.25), 0.0, "/cmd_vel linear.x, linear.y, angular.z"),
+        "joint_pos": (n, (1.0,) * n, 0.01, "/joint_states position minus default_pose (rad)"),
+        "joint_vel": (n, (0.05,) * n, 1.5, "/joint_states velocity (rad/s)"),
+        "last_action": (n, (1.0,) * n, 0.0, "previous policy output (before scaling)"),
+    }
+    if name not in table:
+        raise ValueError(f"unknown observation term {name!r}; known: {', '.join(table)}")
+    size, scale, noise, source = table[name]
+    return ObsTerm(name, size, scale, noise, source)
+
+
+DEFAULT_TERMS = {
+    # a joint position is meaningless for a wheel, so velocity- and torque-driven robots leave it out
+    "position": (
+        "base_lin_vel",
+        "base_ang_vel",
+        "projected_gravity",
+        "velocity_command",
+        "joint_pos",
+        "joint_vel",
+        "last_action",
+    ),
+    "velocity": ("base_lin_vel", "base_ang_vel", "projected_gravity", "velocity_command", "joint_vel", "last_action"),
+    "torque": ("base_lin_vel", "base_ang_vel", "projected_gravity", "velocity_command", "joint_vel", "last_action"),
+}
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # np.cross is several times slower on small batches (axis juggling); this sits on the twin's hot path
+    ax, ay, az = a[..., 0], a[..., 1], a[..., 2]
+    bx, by, bz = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], axis=-1)
+
+
+def rotate_world_to_base(quat_wxyz: np.ndarray, vec_world: np.ndarray) -> np.ndarray:
+    """Express world-frame vectors in the base frame of orientation `quat_wxyz`; both batched on axis 0."""
+    w = quat_wxyz[..., :1]
+    u = quat_wxyz[..., 1:]
+    # R^T v for a unit quaternion (w, u): with t = 2 v x u, R^T v = v + w t + t x u
+    t = 2.0 * _cross(vec_world, u)
+    return vec_world + w * t + _cross(t, u)
+
+
+def projected_gravity(quat_wxyz: np.ndarray) -> np.ndarray:
+    """Unit gravity direction in the base frame: (0, 0, -1) when the base is level."""
+    g = np.zeros(quat_wxyz.shape[:-1] + (3,))
+    g[..., 2] = -1.0
+    return rotate_world_to_base(quat_wxyz, g)

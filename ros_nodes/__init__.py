@@ -1,0 +1,1 @@
+"""rclpy nodes: thin adapters from ROS topics to `edge` and `sim` objects."""

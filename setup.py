@@ -1,0 +1,66 @@
+"""ROS 2 package `edge` (ament_python). The same file serves `colcon build` on the robot and `pip install -e .`
+on a development or training machine; extras split the footprint (see README)."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "edge"
+
+ROS_WHEELS = [  # x86_64 wheels of ROS 2 Jazzy for machines without apt ROS (the robot uses apt ROS 2 Jazzy)
+    "ros-jazzy-rclpy[fastrtps]==7.1.6",
+    "ros-jazzy-std-msgs==5.3.6",
+    "ros-jazzy-sensor-msgs==5.3.6",
+    "ros-jazzy-geometry-msgs==5.3.6",
+    "ros-jazzy-nav-msgs==5.3.6",
+    "ros-jazzy-diagnostic-msgs==5.3.6",
+    "ros-jazzy-lifecycle-msgs==2.0.3",
+    "ros-jazzy-rosgraph-msgs==2.0.3",
+]
+
+EXTRAS = {
+    # robot: inference only; TensorRT comes from JetPack and rclpy from apt ROS 2
+    "robot": ["numpy>=1.26", "onnxruntime==1.31.1", "pyyaml>=6"],
+    "sim": ["mujoco==4.0.0", "gymnasium==1.4.0", "numpy>=1.26", "pyyaml>=6", "rich>=13"],
+    "train": [
+        "torch==2.13.0",
+        "ray[train,tune]==2.60.0",
+        "rsl-rl-lib==5.5.1",
+        "onnx==1.23.2",
+        "onnxruntime==1.31.1",
+        "tensorboard>=2.16",
+        "mcap==1.6.0",
+        "mcap-ros2-support==0.6.0",
+        "rosbags==0.11.9",
+    ],
+    "rlhf": [],
+    "dev": ["pytest>=8", "ruff>=0.6", "catkin_pkg>=1.0", *ROS_WHEELS],
+}
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(
+        include=["edge", "edge.*", "sim", "sim.*", "training", "training.*", "ros_nodes", "ros_nodes.*"]
+    ),
+    package_data={"sim": ["assets/*.xml"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
+        ("share/" + PACKAGE, ["package.xml"]),
+        ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
+        ("share/" + PACKAGE + "/config/robots", glob("config/robots/*.yaml")),
+    ],
+    install_requires=["numpy>=1.26", "pyyaml>=6"],
+    extras_require=EXTRAS,
+    zip_safe=True,
+    maintainer="Sim-to-real team",
+    maintainer_email="robotics@sim2real.dev",
+    description="Sim-to-real suite: MuJoCo twins, Ray PPO, ONNX/TensorRT edge runtime, ROS 2 nodes, retraining.",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    entry_points={
+        "console_scripts": [
+            "sim2real = training.cli:main",
+        ],
+    },
+)

@@ -1,0 +1,1 @@
+"""Digital twins: robot assets (MJCF), the batched twin, tasks, domain randomisation, physics backends."""

@@ -1,0 +1,16 @@
+"""Physics backends behind one interface, so a task is written once (see base.TwinBackend)."""
+
+from __future__ import annotations
+
+from sim.backends.base import TwinBackend
+from sim.robot import RobotSpec
+
+BACKENDS = ("mujoco",)
+
+
+def make_backend(name: str, spec: RobotSpec, num_envs: int, nthread: int | None = None) -> TwinBackend:
+    if name == "mujoco":
+        from sim.backends.mujoco_backend import MujocoBackend
+
+        return MujocoBackend(spec, num_envs, nthread=nthread)
+    raise ValueError(f"unknown twin backend {name!r}; available: {', '.join(BACKENDS)}")

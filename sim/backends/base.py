@@ -1,0 +1,46 @@
+"""The contract between a physics engine and the task code (rewards, observations, resets)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from sim.randomization import PhysicsParams
+from sim.robot import RobotSpec
+
+
+class TwinBackend(ABC):
+    """`num_envs` independent copies of one robot. State is exposed as batch arrays in a fixed convention:
+
+    base position (world), base quaternion (w, x, y, z), base linear velocity (world frame), base angular
+    velocity (base frame), joint positions and velocities in `spec.joints` order.
+    """
+
+    spec: RobotSpec
+    num_envs: int
+
+    @abstractmethod
+    def step(self, targets: np.ndarray) -> None:
+        """Advance every env by targets.shape[1] physics steps; targets[i, k] is env i's PD target at step k."""
+
+    @abstractmethod
+    def reset(self, env_ids: np.ndarray) -> None:
+        """Return `env_ids` to the model's initial state (passive joints included)."""
+
+    @abstractmethod
+    def set_state(
+        self, env_ids: np.ndarray, base_pos, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel
+    ) -> None:
+        """Overwrite the state of `env_ids` (a reset, or a push when only velocities change)."""
+
+    @abstractmethod
+    def set_params(self, env_ids: np.ndarray, params: PhysicsParams) -> None:
+        """Apply per-env friction, payload and actuator parameters (latency is the twin's job)."""
+
+    @abstractmethod
+    def state(self) -> dict[str, np.ndarray]:
+        """base_pos, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel; leading axis num_envs."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass

@@ -1,0 +1,114 @@
+"""MuJoCo backend: one MjModel per env (so each env can carry its own randomised physics), stepped together
+by MuJoCo's multi-threaded `rollout` on flat state arrays; no Python loop over envs on the hot path."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import mujoco
+import numpy as np
+from mujoco import rollout
+
+from sim.backends.base import TwinBackend
+from sim.randomization import PhysicsParams
+from sim.robot import RobotSpec, build_model, set_pd_gains
+
+_FULL = mujoco.mjtState.mjSTATE_FULLPHYSICS.value
+_CTRL = mujoco.mjtState.mjSTATE_CTRL.value
+
+
+class MujocoBackend(TwinBackend):
+    def __init__(self, spec: RobotSpec, num_envs: int, nthread: int | None = None):
+        self.spec = spec
+        self.num_envs = num_envs
+        self.base_model = build_model(spec)
+        self.models = [copy.copy(self.base_model) for _ in range(num_envs)]
+        m = self.base_model
+        nthread = min(os.cpu_count() or 1, num_envs) if nthread is None else nthread
+        # a pool of one thread only adds hand-offs: run small batches on the calling thread
+        self._pool = rollout.Rollout(nthread=nthread if nthread > 1 else 0)
+        self._datas = [mujoco.MjData(m) for _ in range(max(nthread, 1))]
+        self.nstate = mujoco.mj_stateSize(m, _FULL)
+        self._state = np.zeros((num_envs, self.nstate))
+        data = mujoco.MjData(m)
+        mujoco.mj_getState(m, data, self._state[0], _FULL)
+        self._state0 = self._state[0].copy()
+        self._state[:] = self._state0
+        # state layout: [time, qpos, qvel, ...]
+        self._qpos = slice(1, 1 + m.nq)
+        self._qvel = slice(1 + m.nq, 1 + m.nq + m.nv)
+        base = m.body(spec.base_body).id
+        self._base_id = base
+        free = m.body_jntadr[base]
+        self._base_q = int(m.jnt_qposadr[free])
+        self._base_v = int(m.jnt_dofadr[free])
+        self._joint_q = np.array([m.joint(j).qposadr[0] for j in spec.joints])
+        self._joint_v = np.array([m.joint(j).dofadr[0] for j in spec.joints])
+        self._mass0 = float(m.body_mass[base])
+        self._inertia0 = m.body_inertia[base].copy()
+        self._out = None
+        self._sensordata = None
+
+    def step(self, targets: np.ndarray) -> None:
+        nstep = targets.shape[1]
+        if self._out is None or self._out.shape[1] != nstep:
+            self._out = np.empty((self.num_envs, nstep, self.nstate))
+            self._sensordata = np.empty((self.num_envs, nstep, self.base_model.nsensordata))
+        control = np.ascontiguousarray(targets, dtype=np.float64)
+        self._pool.rollout(
+            self.models,
+            self._datas,
+            self._state,
+            control,
+            control_spec=_CTRL,
+            skip_checks=True,
+            nstep=nstep,
+            state=self._out,
+            sensordata=self._sensordata,
+        )
+        self._state[:] = self._out[:, -1]
+
+    def reset(self, env_ids: np.ndarray) -> None:
+        self._state[env_ids] = self._state0
+
+    def set_state(self, env_ids, base_pos, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel) -> None:
+        s = self._state
+        q, v = self._base_q, self._base_v
+        qpos_cols = 1 + np.concatenate([np.arange(q, q + 7), self._joint_q])
+        qvel_cols = 1 + self.base_model.nq + np.concatenate([np.arange(v, v + 6), self._joint_v])
+        s[np.ix_(env_ids, qpos_cols)] = np.concatenate([base_pos, base_quat, joint_pos], axis=1)
+        s[np.ix_(env_ids, qvel_cols)] = np.concatenate([base_lin_vel, base_ang_vel, joint_vel], axis=1)
+        s[env_ids, 0] = 0.0  # time
+
+    def set_params(self, env_ids: np.ndarray, params: PhysicsParams) -> None:
+        spec, nu = self.spec, self.spec.num_actions
+        for k, i in enumerate(env_ids):
+            m = self.models[i]
+            m.geom_friction[:, 0] = params.friction[k]
+            mass = max(self._mass0 + params.payload_kg[k], 0.1 * self._mass0)
+            m.body_mass[self._base_id] = mass
+            m.body_inertia[self._base_id] = self._inertia0 * (mass / self._mass0)
+            set_pd_gains(
+                m,
+                spec,
+                np.full(nu, spec.kp * params.kp_scale[k]),
+                np.full(nu, spec.kd * params.kd_scale[k]),
+                np.full(nu, params.motor_strength[k]),
+            )
+
+    def state(self) -> dict[str, np.ndarray]:
+        qpos = self._state[:, self._qpos]
+        qvel = self._state[:, self._qvel]
+        q, v = self._base_q, self._base_v
+        return {
+            "base_pos": qpos[:, q : q + 3],
+            "base_quat": qpos[:, q + 3 : q + 7],
+            "base_lin_vel": qvel[:, v : v + 3],  # free joint: world frame
+            "base_ang_vel": qvel[:, v + 3 : v + 6],  # free joint: body frame
+            "joint_pos": qpos[:, self._joint_q],
+            "joint_vel": qvel[:, self._joint_v],
+        }
+
+    def close(self) -> None:
+        self._pool.close()

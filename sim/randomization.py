@@ -1,0 +1,90 @@
+"""Domain randomisation: per-env physical parameters drawn from YAML ranges with a seeded generator."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RandomizationConfig:
+    """Ranges are [low, high]; a range with low == high fixes the value. `enabled: false` gives the nominal twin."""
+
+    enabled: bool = True
+    friction: tuple[float, float] = (0.5, 1.25)  # sliding friction coefficient of every contact
+    payload_kg: tuple[float, float] = (-0.5, 1.5)  # mass added to the base body
+    motor_strength: tuple[float, float] = (0.9, 1.1)  # scales PD torque and torque limit
+    kp_scale: tuple[float, float] = (0.9, 1.1)
+    kd_scale: tuple[float, float] = (0.9, 1.1)
+    latency_s: tuple[float, float] = (0.0, 0.01)  # actuation delay, resolved to physics steps
+    obs_noise: float = 1.0  # multiplies each observation term's noise width
+    push_interval_s: float = 8.0  # 0 disables pushes
+    push_velocity: float = 0.5  # max base xy velocity change of a push (m/s)
+
+    @classmethod
+    def from_dict(cls, raw: dict | None, source: str = "randomization") -> RandomizationConfig:
+        raw = dict(raw or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"{source}: unknown randomization key(s) {', '.join(unknown)}")
+        for key, value in raw.items():
+            default = getattr(cls, key)
+            if isinstance(default, tuple):
+                lo, hi = (float(v) for v in value)
+                if lo > hi or not np.isfinite([lo, hi]).all():
+                    raise ValueError(f"{source}: {key} must be a finite [low, high] with low <= high, got {value!r}")
+                raw[key] = (lo, hi)
+        cfg = cls(**raw)
+        if cfg.friction[0] <= 0 or cfg.motor_strength[0] <= 0 or cfg.latency_s[0] < 0:
+            raise ValueError(f"{source}: friction and motor_strength must be positive and latency_s non-negative")
+        return cfg
+
+    def nominal(self) -> RandomizationConfig:
+        return dataclasses.replace(self, enabled=False)
+
+
+@dataclass
+class PhysicsParams:
+    """One value per env; what a backend needs to make env i's physics differ from env j's."""
+
+    friction: np.ndarray
+    payload_kg: np.ndarray
+    motor_strength: np.ndarray
+    kp_scale: np.ndarray
+    kd_scale: np.ndarray
+    latency_steps: np.ndarray  # int, physics steps
+
+    @classmethod
+    def nominal(cls, num_envs: int, friction: float = 1.0) -> PhysicsParams:
+        ones = np.ones(num_envs)
+        return cls(
+            ones * friction, ones * 0.0, ones.copy(), ones.copy(), ones.copy(), np.zeros(num_envs, dtype=np.int64)
+        )
+
+    def subset(self, env_ids: np.ndarray) -> PhysicsParams:
+        return PhysicsParams(**{f.name: getattr(self, f.name)[env_ids] for f in dataclasses.fields(self)})
+
+    def assign(self, env_ids: np.ndarray, other: PhysicsParams) -> None:
+        for f in dataclasses.fields(self):
+            getattr(self, f.name)[env_ids] = getattr(other, f.name)
+
+
+def sample_params(cfg: RandomizationConfig, num: int, sim_dt: float, rng: np.random.Generator) -> PhysicsParams:
+    """Draw `num` parameter sets; the nominal twin (enabled=False) gets the nominal values."""
+    if not cfg.enabled:
+        return PhysicsParams.nominal(num)
+
+    def uniform(rng_pair: tuple[float, float]) -> np.ndarray:
+        return rng.uniform(rng_pair[0], rng_pair[1], size=num)
+
+    return PhysicsParams(
+        friction=uniform(cfg.friction),
+        payload_kg=uniform(cfg.payload_kg),
+        motor_strength=uniform(cfg.motor_strength),
+        kp_scale=uniform(cfg.kp_scale),
+        kd_scale=uniform(cfg.kd_scale),
+        latency_steps=np.rint(uniform(cfg.latency_s) / sim_dt).astype(np.int64),
+    )

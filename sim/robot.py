@@ -1,0 +1,275 @@
+"""Robot description: an MJCF file plus a short YAML (joint names, default pose, PD gains, command limits).
+
+The YAML is the single source of every number the twin, the exported manifest and the robot use, so nothing
+is copied by hand between training, validation and deployment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import yaml
+
+from edge.observation import DEFAULT_TERMS, obs_term
+from sim.randomization import RandomizationConfig
+
+ASSET_DIR = Path(__file__).resolve().parent / "assets"
+# A source checkout keeps the YAMLs in config/robots; a colcon install puts them in share/edge/config/robots.
+ROBOT_CONFIG_DIRS = (
+    Path(__file__).resolve().parent.parent / "config" / "robots",
+    Path(sys.prefix) / "share" / "edge" / "config" / "robots",
+)
+CONTROL_MODES = ("position", "velocity", "torque")
+
+
+class RobotConfigError(ValueError):
+    """A robot YAML or MJCF that cannot give a working twin; the message names the problem."""
+
+
+@dataclass(frozen=True)
+class CommandLimits:
+    """Base-velocity command ranges (vx, vy in m/s; wz in rad/s, positive = left, as in ROS)."""
+
+    vx: tuple[float, float] = (-1.0, 1.0)
+    vy: tuple[float, float] = (0.0, 0.0)
+    wz: tuple[float, float] = (-1.0, 1.0)
+
+    def low(self) -> np.ndarray:
+        return np.array([self.vx[0], self.vy[0], self.wz[0]])
+
+    def high(self) -> np.ndarray:
+        return np.array([self.vx[1], self.vy[1], self.wz[1]])
+
+
+@dataclass(frozen=True)
+class Termination:
+    min_base_height: float = 0.1
+    max_tilt_rad: float = 1.0
+
+
+@dataclass(frozen=True)
+class RobotSpec:
+    name: str
+    mjcf: Path
+    base_body: str
+    joints: tuple[str, ...]
+    default_pose: tuple[float, ...]
+    kp: float
+    kd: float
+    torque_limit: tuple[float, ...]
+    control_mode: str = "position"
+    action_scale: float = 0.25
+    base_height: float = 0.3
+    sim_dt: float = 0.005
+    decimation: int = 4
+    episode_length_s: float = 20.0
+    command_limits: CommandLimits = field(default_factory=CommandLimits)
+    command_resample_s: float = 10.0
+    termination: Termination = field(default_factory=Termination)
+    observations: tuple[str, ...] = ()  # empty: DEFAULT_TERMS[control_mode]
+    rewards: dict = field(default_factory=dict)  # reward-term weight overrides, see sim.tasks.velocity_tracking
+    randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+
+    @property
+    def num_actions(self) -> int:
+        return len(self.joints)
+
+    @property
+    def control_dt(self) -> float:
+        return self.sim_dt * self.decimation
+
+    @property
+    def asset_sha256(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(self.mjcf.read_bytes()).hexdigest()
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["mjcf"] = str(self.mjcf)
+        return d
+
+
+def _pair(value, key: str, source: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise RobotConfigError(f"{source}: {key} must be a [low, high] pair, got {value!r}") from None
+    if lo > hi:
+        raise RobotConfigError(f"{source}: {key} low {lo} exceeds high {hi}")
+    return lo, hi
+
+
+def _vector(value, key: str, n: int, source: str) -> tuple[float, ...]:
+    if np.isscalar(value):
+        value = [value] * n
+    arr = np.asarray(value, dtype=float)
+    if arr.shape != (n,):
+        raise RobotConfigError(f"{source}: {key} needs {n} values (one per joint), got {arr.size}")
+    if not np.all(np.isfinite(arr)):
+        raise RobotConfigError(f"{source}: {key} holds a non-finite value")
+    return tuple(float(v) for v in arr)
+
+
+def _randomization(raw, src: str) -> RandomizationConfig:
+    try:
+        return RandomizationConfig.from_dict(raw, f"{src}: randomization")
+    except (TypeError, ValueError) as e:
+        raise RobotConfigError(str(e)) from None
+
+
+def resolve_robot_path(name_or_path: str | Path) -> Path:
+    """`rover` -> config/robots/rover.yaml; an existing path is used as it is."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml"):
+        if not p.is_file():
+            raise RobotConfigError(f"robot config {p} does not exist")
+        return p
+    for directory in ROBOT_CONFIG_DIRS:
+        candidate = directory / f"{name_or_path}.yaml"
+        if candidate.is_file():
+            return candidate
+    known = sorted({q.stem for d in ROBOT_CONFIG_DIRS for q in d.glob("*.yaml")})
+    raise RobotConfigError(f"unknown robot {name_or_path!r}; known: {', '.join(known)} (or pass a .yaml path)")
+
+
+def load_robot(name_or_path: str | Path) -> RobotSpec:
+    """Load and validate a robot YAML, checking every name it gives against its MJCF."""
+    path = resolve_robot_path(name_or_path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise RobotConfigError(f"{path}: not valid YAML ({e.__class__.__name__})") from None
+    if not isinstance(raw, dict):
+        raise RobotConfigError(f"{path}: expected a mapping at the top level")
+    src = str(path)
+    known = {f.name for f in dataclasses.fields(RobotSpec)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise RobotConfigError(f"{src}: unknown key(s) {', '.join(unknown)}")
+    missing = [
+        k for k in ("name", "mjcf", "base_body", "joints", "default_pose", "kp", "kd", "torque_limit") if k not in raw
+    ]
+    if missing:
+        raise RobotConfigError(f"{src}: missing key(s) {', '.join(missing)}")
+
+    mjcf = Path(raw["mjcf"])
+    if not mjcf.is_absolute():
+        mjcf = path.parent / mjcf if (path.parent / mjcf).is_file() else ASSET_DIR / mjcf
+    if not mjcf.is_file():
+        raise RobotConfigError(f"{src}: MJCF {raw['mjcf']} not found (looked beside the YAML and in {ASSET_DIR})")
+
+    joints = tuple(str(j) for j in raw["joints"] or ())
+    if not joints:
+        raise RobotConfigError(f"{src}: joints is empty")
+    n = len(joints)
+    limits = raw.get("command_limits") or {}
+    term = raw.get("termination") or {}
+    bad_term = sorted(set(term) - {f.name for f in dataclasses.fields(Termination)})
+    if bad_term:
+        raise RobotConfigError(f"{src}: unknown termination key(s) {', '.join(bad_term)}")
+    mode = raw.get("control_mode", "position")
+    if mode not in CONTROL_MODES:
+        raise RobotConfigError(f"{src}: control_mode {mode!r} is not one of {', '.join(CONTROL_MODES)}")
+    spec = RobotSpec(
+        name=str(raw["name"]),
+        mjcf=mjcf.resolve(),
+        base_body=str(raw["base_body"]),
+        joints=joints,
+        default_pose=_vector(raw["default_pose"], "default_pose", n, src),
+        kp=float(raw["kp"]),
+        kd=float(raw["kd"]),
+        torque_limit=_vector(raw["torque_limit"], "torque_limit", n, src),
+        control_mode=mode,
+        action_scale=float(raw.get("action_scale", 0.25)),
+        base_height=float(raw.get("base_height", 0.3)),
+        sim_dt=float(raw.get("sim_dt", 0.005)),
+        decimation=int(raw.get("decimation", 4)),
+        episode_length_s=float(raw.get("episode_length_s", 20.0)),
+        command_limits=CommandLimits(
+            **{k: _pair(limits[k], f"command_limits.{k}", src) for k in ("vx", "vy", "wz") if k in limits}
+        ),
+        command_resample_s=float(raw.get("command_resample_s", 10.0)),
+        termination=Termination(**{k: float(v) for k, v in term.items()}),
+        observations=tuple(raw.get("observations") or DEFAULT_TERMS.get(mode, ())),
+        rewards={str(k): float(v) for k, v in (raw.get("rewards") or {}).items()},
+        randomization=_randomization(raw.get("randomization"), src),
+    )
+    for term_name in spec.observations:
+        try:
+            obs_term(term_name, n)
+        except ValueError as e:
+            raise RobotConfigError(f"{src}: {e}") from None
+    if spec.decimation < 1 or spec.sim_dt <= 0:
+        raise RobotConfigError(f"{src}: decimation must be >= 1 and sim_dt > 0")
+    if min(spec.torque_limit) <= 0:
+        raise RobotConfigError(f"{src}: torque_limit must be positive")
+    build_model(spec)  # fails here, with the name of what is wrong, rather than deep inside a rollout
+    return spec
+
+
+def build_model(spec: RobotSpec) -> mujoco.MjModel:
+    """Compile the MJCF with one PD actuator per configured joint (existing actuators are replaced)."""
+    try:
+        mj = mujoco.MjSpec.from_file(str(spec.mjcf))
+    except ValueError as e:
+        raise RobotConfigError(f"{spec.mjcf}: malformed MJCF: {str(e).strip().splitlines()[0]}") from None
+    joint_names = {j.name for j in mj.joints}
+    missing = [j for j in spec.joints if j not in joint_names]
+    if missing:
+        raise RobotConfigError(
+            f"{spec.mjcf}: joint(s) {', '.join(missing)} named in the robot YAML are not in the MJCF"
+        )
+    body_names = {b.name for b in mj.bodies}
+    if spec.base_body not in body_names:
+        raise RobotConfigError(f"{spec.mjcf}: base_body {spec.base_body!r} is not in the MJCF")
+    for act in list(mj.actuators):
+        mj.delete(act)
+    mj.option.timestep = spec.sim_dt
+    for name, limit in zip(spec.joints, spec.torque_limit, strict=True):
+        act = mj.add_actuator()
+        act.name = f"{name}_motor"
+        act.target = name
+        act.trntype = mujoco.mjtTrn.mjTRN_JOINT
+        act.gaintype = mujoco.mjtGain.mjGAIN_FIXED
+        act.biastype = mujoco.mjtBias.mjBIAS_AFFINE
+        act.forcelimited = True
+        act.forcerange = [-limit, limit]
+        act.ctrllimited = False
+    try:
+        model = mj.compile()
+    except ValueError as e:
+        raise RobotConfigError(f"{spec.mjcf}: cannot compile: {str(e).strip().splitlines()[0]}") from None
+    base = model.body(spec.base_body)
+    if model.body_jntnum[base.id] != 1 or model.jnt_type[model.body_jntadr[base.id]] != mujoco.mjtJoint.mjJNT_FREE:
+        raise RobotConfigError(f"{spec.mjcf}: base_body {spec.base_body!r} needs exactly one free joint")
+    set_pd_gains(
+        model, spec, np.full(spec.num_actions, spec.kp), np.full(spec.num_actions, spec.kd), np.ones(spec.num_actions)
+    )
+    return model
+
+
+def set_pd_gains(model: mujoco.MjModel, spec: RobotSpec, kp: np.ndarray, kd: np.ndarray, strength: np.ndarray) -> None:
+    """Write the PD law of `spec.control_mode` into the actuators (strength scales torque, as a weak motor does).
+
+    position: tau = s*(kp*(ctrl - q) - kd*qd);  velocity: tau = s*kd*(ctrl - qd);  torque: tau = s*ctrl.
+    """
+    model.actuator_gainprm[:, :3] = 0.0
+    model.actuator_biasprm[:, :3] = 0.0
+    if spec.control_mode == "position":
+        model.actuator_gainprm[:, 0] = strength * kp
+        model.actuator_biasprm[:, 1] = -strength * kp
+        model.actuator_biasprm[:, 2] = -strength * kd
+    elif spec.control_mode == "velocity":
+        model.actuator_gainprm[:, 0] = strength * kd
+        model.actuator_biasprm[:, 2] = -strength * kd
+    else:
+        model.actuator_gainprm[:, 0] = strength
+    limit = np.asarray(spec.torque_limit)
+    model.actuator_forcerange[:, 0] = -strength * limit
+    model.actuator_forcerange[:, 1] = strength * limit

@@ -1,0 +1,254 @@
+"""The batched digital twin: N copies of one robot stepped together, as a gymnasium VectorEnv.
+
+Batch arrays in and out, control decimation (one env-step = `decimation` physics steps), auto-reset in the
+same step (the finished episode's last observation is in info["final_obs"]), domain randomisation per env,
+actuation latency at physics-step resolution, and non-finite actions replaced by the safe action and counted.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from sim.backends import make_backend
+from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
+from sim.robot import RobotSpec, load_robot
+from sim.tasks.velocity_tracking import VelocityTrackingTask
+
+
+class BatchedTwin(gym.vector.VectorEnv):
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(
+        self,
+        robot: RobotSpec | str | Path,
+        num_envs: int = 64,
+        seed: int = 0,
+        randomization: RandomizationConfig | None = None,
+        backend: str = "mujoco",
+        nthread: int | None = None,
+        clip_actions: float = 10.0,
+        resample_commands: bool = True,
+    ):
+        self.spec = robot if isinstance(robot, RobotSpec) else load_robot(robot)
+        if not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        self.num_envs = num_envs
+        self.randomization = self.spec.randomization if randomization is None else randomization
+        self.task = VelocityTrackingTask(self.spec)
+        self.backend = make_backend(backend, self.spec, num_envs, nthread=nthread)
+        self.clip_actions = clip_actions
+        self.resample_commands = resample_commands
+
+        nu, spec = self.spec.num_actions, self.spec
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.task.obs_dim,), np.float32)
+        self.single_action_space = gym.spaces.Box(-clip_actions, clip_actions, (nu,), np.float32)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+
+        self.max_episode_steps = int(round(spec.episode_length_s / spec.control_dt))
+        self.resample_steps = max(1, int(round(spec.command_resample_s / spec.control_dt)))
+        r = self.randomization
+        self.push_steps = int(round(r.push_interval_s / spec.control_dt)) if r.enabled and r.push_interval_s > 0 else 0
+        self._max_latency = int(math.ceil(r.latency_s[1] / spec.sim_dt)) if r.enabled else 0
+        self._history_len = self._max_latency // spec.decimation + 2
+
+        self.rng = np.random.default_rng(seed)
+        self.params = PhysicsParams.nominal(num_envs)
+        self.commands = np.zeros((num_envs, 3))
+        self.actions = np.zeros((num_envs, nu))
+        self.last_actions = np.zeros((num_envs, nu))
+        self.episode_length = np.zeros(num_envs, dtype=np.int64)
+        self.episode_return = np.zeros(num_envs)
+        self.episode_terms: dict[str, np.ndarray] = {}
+        self.nan_action_count = 0
+        self.physics_fault_count = 0
+        self._target_history = np.zeros((self._history_len, num_envs, nu))
+        self._obs = np.zeros((num_envs, self.task.obs_dim), np.float32)
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self._reset_envs(np.arange(self.num_envs))
+        self._obs = self._observe()
+        return self._obs.copy(), {}
+
+    def step(self, actions):
+        actions = self._check_actions(actions)
+        spec, n = self.spec, self.num_envs
+        self.last_actions = self.actions
+        self.actions = actions
+        joint_vel_before = self.backend.state()["joint_vel"].copy()
+
+        self._target_history = np.roll(self._target_history, 1, axis=0)
+        self._target_history[0] = self._targets(actions)
+        self.backend.step(self._substep_targets())
+        state = self.backend.state()
+
+        fault = ~np.all(np.isfinite(np.concatenate(list(state.values()), axis=1)), axis=1)
+        if fault.any():
+            self.physics_fault_count += int(fault.sum())
+            state = {k: np.where(fault[:, None], 0.0, v) for k, v in state.items()}
+        self.episode_length += 1
+        terminated = self.task.terminated(state) | fault
+        truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
+
+        torques = self.task.torques(
+            state,
+            self._target_history[0],
+            spec.kp * self.params.kp_scale,
+            spec.kd * self.params.kd_scale,
+            self.params.motor_strength,
+        )
+        terms = self.task.reward_terms(
+            state, self.commands, actions, self.last_actions, torques, joint_vel_before, terminated
+        )
+        rewards = np.sum(list(terms.values()), axis=0)
+        for k, v in terms.items():
+            self.episode_terms.setdefault(k, np.zeros(n))[:] += v
+        self.episode_return += rewards
+        info = {
+            "reward_terms": terms,
+            "tracking_error": self.task.tracking_errors(state, self.commands),
+            "nan_actions": self._nan_this_step,
+            "physics_faults": int(fault.sum()),
+        }
+
+        done = terminated | truncated
+        self._advance_commands_and_pushes(done)
+        obs = self._observe()
+        if done.any():
+            ids = np.flatnonzero(done)
+            info["final_obs"] = obs.copy()
+            info["_final_obs"] = done
+            info["episode"] = {
+                "r": self.episode_return[ids].copy(),
+                "l": self.episode_length[ids].copy(),
+                "terms": {k: v[ids].copy() for k, v in self.episode_terms.items()},
+                "env_ids": ids,
+            }
+            self._reset_envs(ids)
+            obs[ids] = self._observe()[ids]
+
+        self._obs = obs
+        return obs.copy(), rewards.astype(np.float32), terminated, truncated, info
+
+    def close_extras(self, **kwargs) -> None:
+        self.backend.close()
+
+    # ------------------------------------------------------------------ control
+    def set_commands(self, commands: np.ndarray, env_ids: np.ndarray | None = None) -> None:
+        """Set (vx, vy, wz) commands, clipped to the robot's limits; turn off resampling to hold them."""
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        cmd = np.broadcast_to(np.asarray(commands, dtype=np.float64), (len(ids), 3))
+        if not np.all(np.isfinite(cmd)):
+            raise ValueError("commands must be finite")
+        lim = self.spec.command_limits
+        self.commands[ids] = np.clip(cmd, lim.low(), lim.high())
+        self._obs = self._observe()
+
+    def set_params(self, params: PhysicsParams, env_ids: np.ndarray | None = None) -> None:
+        """Fix physical parameters (e.g. a field twin's hidden offsets) until the next reset of those envs."""
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        self.params.assign(ids, params)
+        self.backend.set_params(ids, params)
+
+    def safe_action(self) -> np.ndarray:
+        """The action that holds the default pose (position) or stops the joints (velocity, torque)."""
+        return np.zeros(self.spec.num_actions)
+
+    # ------------------------------------------------------------------ internals
+    def _check_actions(self, actions) -> np.ndarray:
+        actions = np.asarray(actions, dtype=np.float64)
+        expected = (self.num_envs, self.spec.num_actions)
+        if actions.shape != expected:
+            raise ValueError(f"actions must have shape {expected} (num_envs, num_actions), got {actions.shape}")
+        bad = ~np.all(np.isfinite(actions), axis=1)
+        self._nan_this_step = int(bad.sum())
+        if self._nan_this_step:
+            self.nan_action_count += self._nan_this_step
+            actions = actions.copy()
+            actions[bad] = self.safe_action()
+        return np.clip(actions, -self.clip_actions, self.clip_actions)
+
+    def _targets(self, actions: np.ndarray) -> np.ndarray:
+        scaled = self.spec.action_scale * actions
+        return scaled + np.asarray(self.spec.default_pose) if self.spec.control_mode == "position" else scaled
+
+    def _substep_targets(self) -> np.ndarray:
+        """Physics step k of this env-step applies the target issued `latency` physics steps earlier."""
+        dec = self.spec.decimation
+        k = np.arange(dec)[None, :] - self.params.latency_steps[:, None]  # (n, dec), may be negative
+        back = np.minimum(-(k // dec), self._history_len - 1)
+        return self._target_history[back, np.arange(self.num_envs)[:, None]]
+
+    def _observe(self, state: dict[str, np.ndarray] | None = None) -> np.ndarray:
+        state = self.backend.state() if state is None else state
+        noise = self.randomization.obs_noise if self.randomization.enabled else 0.0
+        return self.task.observe(state, self.commands, self.actions, noise, self.rng)
+
+    def _reset_envs(self, ids: np.ndarray) -> None:
+        spec, k = self.spec, len(ids)
+        params = sample_params(self.randomization, k, spec.sim_dt, self.rng)
+        self.params.assign(ids, params)
+        self.backend.set_params(ids, params)
+        self.backend.reset(ids)
+        yaw = self.rng.uniform(-np.pi, np.pi, k)
+        quat = np.stack([np.cos(yaw / 2), np.zeros(k), np.zeros(k), np.sin(yaw / 2)], axis=1)
+        pos = np.zeros((k, 3))
+        pos[:, 2] = spec.base_height
+        joint_pos = np.tile(np.asarray(spec.default_pose), (k, 1))
+        if spec.control_mode == "position":
+            joint_pos += self.rng.uniform(-0.1, 0.1, joint_pos.shape)
+        self.backend.set_state(
+            ids,
+            pos,
+            quat,
+            self.rng.uniform(-0.05, 0.05, (k, 3)),
+            self.rng.uniform(-0.05, 0.05, (k, 3)),
+            joint_pos,
+            np.zeros_like(joint_pos),
+        )
+        self.actions[ids] = 0.0
+        self.last_actions[ids] = 0.0
+        self._target_history[:, ids] = self._targets(np.zeros((k, spec.num_actions)))
+        self.episode_length[ids] = 0
+        self.episode_return[ids] = 0.0
+        for v in self.episode_terms.values():
+            v[ids] = 0.0
+        if self.resample_commands:
+            self.commands[ids] = self._sample_commands(k)
+
+    def _sample_commands(self, k: int) -> np.ndarray:
+        lim = self.spec.command_limits
+        cmd = self.rng.uniform(lim.low(), lim.high(), (k, 3))
+        cmd[self.rng.random(k) < 0.1] = 0.0  # some envs learn to stand still
+        return cmd
+
+    def _advance_commands_and_pushes(self, done: np.ndarray) -> None:
+        live = ~done
+        if self.resample_commands:
+            due = np.flatnonzero(live & (self.episode_length % self.resample_steps == 0))
+            if due.size:
+                self.commands[due] = self._sample_commands(due.size)
+        if self.push_steps:
+            due = np.flatnonzero(live & (self.episode_length % self.push_steps == 0))
+            if due.size:
+                s = self.backend.state()
+                lin = s["base_lin_vel"][due].copy()
+                lin[:, :2] += self.rng.uniform(-1, 1, (due.size, 2)) * self.randomization.push_velocity
+                self.backend.set_state(
+                    due,
+                    s["base_pos"][due],
+                    s["base_quat"][due],
+                    lin,
+                    s["base_ang_vel"][due],
+                    s["joint_pos"][due],
+                    s["joint_vel"][due],
+                )

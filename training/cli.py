@@ -1,0 +1,64 @@
+"""`sim2real`: one console script, one module per subcommand.
+
+A subcommand module defines HELP (one line), EXAMPLES (text shown under --help), add_arguments(parser) and
+run(args) -> int. Errors a user can fix (bad config, missing file, bad artifact) become one line on stderr
+and exit code 2, with no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> module; imported only when that subcommand runs, so `sim2real --help` stays fast
+SUBCOMMANDS = {
+    "demo": "sim.demo",
+}
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from sim.robot import RobotConfigError
+
+    return (UserError, RobotConfigError, FileNotFoundError, ValueError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sim2real",
+        description="Sim-to-real suite: train in digital twins, validate, deploy to ROS 2, retrain from field logs.",
+        epilog="Run 'sim2real COMMAND --help' for a command's options and examples.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module_name in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.HELP,
+            epilog=module.EXAMPLES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print("sim2real: interrupted", file=sys.stderr)
+        return 130
+    except _user_errors() as e:
+        print(f"sim2real {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
