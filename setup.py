@@ -34,7 +34,8 @@ EXTRAS = {
         "rosbags==0.11.9",
     ],
     "rlhf": [],
-    "dev": ["pytest>=8", "ruff>=0.6", "catkin_pkg>=1.0", *ROS_WHEELS],
+    # gymnasium[mujoco] is the anchor the twin benchmark measures beside itself
+    "dev": ["pytest>=8", "ruff>=0.6", "catkin_pkg>=1.0", "gymnasium[mujoco]==1.4.0", *ROS_WHEELS],
 }
 
 setup(

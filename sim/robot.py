@@ -200,6 +200,13 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
         rewards={str(k): float(v) for k, v in (raw.get("rewards") or {}).items()},
         randomization=_randomization(raw.get("randomization"), src),
     )
+    from sim.tasks.velocity_tracking import REWARD_WEIGHTS  # the task module imports this one
+
+    unknown_rewards = sorted(set(spec.rewards) - set(REWARD_WEIGHTS))
+    if unknown_rewards:
+        raise RobotConfigError(
+            f"{src}: unknown reward term(s) {', '.join(unknown_rewards)}; known: {', '.join(REWARD_WEIGHTS)}"
+        )
     for term_name in spec.observations:
         try:
             obs_term(term_name, n)
@@ -213,8 +220,8 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
     return spec
 
 
-def build_model(spec: RobotSpec) -> mujoco.MjModel:
-    """Compile the MJCF with one PD actuator per configured joint (existing actuators are replaced)."""
+def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
+    """The robot's MJCF with one PD actuator per configured joint (existing actuators are replaced)."""
     try:
         mj = mujoco.MjSpec.from_file(str(spec.mjcf))
     except ValueError as e:
@@ -241,6 +248,12 @@ def build_model(spec: RobotSpec) -> mujoco.MjModel:
         act.forcelimited = True
         act.forcerange = [-limit, limit]
         act.ctrllimited = False
+    return mj
+
+
+def build_model(spec: RobotSpec) -> mujoco.MjModel:
+    """Compile the robot with its actuators' PD law set from the YAML."""
+    mj = build_mjspec(spec)
     try:
         model = mj.compile()
     except ValueError as e:

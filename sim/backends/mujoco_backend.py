@@ -110,5 +110,12 @@ class MujocoBackend(TwinBackend):
             "joint_vel": qvel[:, self._joint_v],
         }
 
+    def mjdata(self, env_id: int) -> mujoco.MjData:
+        """A fresh MjData holding env `env_id`'s current state (for viewers, debugging and benchmarks)."""
+        data = mujoco.MjData(self.models[env_id])
+        mujoco.mj_setState(self.models[env_id], data, self._state[env_id], _FULL)
+        mujoco.mj_forward(self.models[env_id], data)
+        return data
+
     def close(self) -> None:
         self._pool.close()

@@ -1,0 +1,160 @@
+"""Env-steps/s of the batched twin beside gymnasium's SyncVectorEnv over the same MJCF and the physics ceiling.
+
+One env-step = one policy step = `decimation` physics steps, for every figure here. The ceiling is the
+single-thread `mj_step` rate on the twin's own workload (each env's randomised model and moving state, stepped
+in a plain Python loop over envs), times the threads the twin uses, divided by the decimation.
+
+    python -m benchmarks.twin_throughput [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+from gymnasium.envs.mujoco import MujocoEnv
+
+from sim.robot import RobotSpec, build_mjspec, load_robot, set_pd_gains
+from sim.tasks.velocity_tracking import VelocityTrackingTask
+from sim.twin import BatchedTwin
+
+
+class GymnasiumTwin(MujocoEnv):
+    """The anchor: one env as gymnasium's MuJoCo envs are written (MujocoEnv, do_simulation), with the same
+    MJCF, actuators, observation and reward terms as the twin."""
+
+    metadata = {"render_modes": ["human", "rgb_array", "depth_array", "rgbd_tuple"]}
+
+    def __init__(self, spec: RobotSpec, xml_path: str):
+        self.spec = spec
+        self.task = VelocityTrackingTask(spec)
+        obs_space = gym.spaces.Box(-np.inf, np.inf, (self.task.obs_dim,), np.float32)
+        super().__init__(xml_path, spec.decimation, observation_space=obs_space, width=64, height=64)
+        n = spec.num_actions
+        set_pd_gains(self.model, spec, np.full(n, spec.kp), np.full(n, spec.kd), np.ones(n))
+        self.action_space = gym.spaces.Box(-10, 10, (n,), np.float32)
+        self._jq = np.array([self.model.joint(j).qposadr[0] for j in spec.joints])
+        self._jv = np.array([self.model.joint(j).dofadr[0] for j in spec.joints])
+        self._last = np.zeros((1, n))
+        self._cmd = np.array([[0.5, 0.0, 0.0]])
+
+    def _state(self) -> dict[str, np.ndarray]:
+        q, v = self.data.qpos[None], self.data.qvel[None]
+        return {
+            "base_pos": q[:, 0:3],
+            "base_quat": q[:, 3:7],
+            "base_lin_vel": v[:, 0:3],
+            "base_ang_vel": v[:, 3:6],
+            "joint_pos": q[:, self._jq],
+            "joint_vel": v[:, self._jv],
+        }
+
+    def step(self, action):
+        a = np.asarray(action, dtype=np.float64)[None]
+        scaled = self.spec.action_scale * a[0]
+        target = scaled + np.asarray(self.spec.default_pose) if self.spec.control_mode == "position" else scaled
+        vel_before = self.data.qvel[self._jv][None].copy()
+        self.do_simulation(target, self.frame_skip)
+        state = self._state()
+        terminated = self.task.terminated(state)
+        terms = self.task.reward_terms(state, self._cmd, a, self._last, np.zeros_like(a), vel_before, terminated)
+        self._last = a
+        obs = self.task.observe(state, self._cmd, a, 0.0, self.np_random)[0]
+        return obs, float(sum(v[0] for v in terms.values())), bool(terminated[0]), False, {}
+
+    def reset_model(self):
+        qpos = self.init_qpos.copy()
+        qpos[2] = self.spec.base_height
+        qpos[self._jq] = self.spec.default_pose
+        self.set_state(qpos, self.init_qvel)
+        self._last[:] = 0
+        return self.task.observe(self._state(), self._cmd, self._last, 0.0, self.np_random)[0]
+
+
+def rate(step_fn, n_envs: int, seconds: float) -> float:
+    """env-steps/s of `step_fn`, timed over at least `seconds` after a short warm-up."""
+    for _ in range(3):
+        step_fn()
+    count, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        step_fn()
+        count += 1
+    return count * n_envs / elapsed
+
+
+def physics_ceiling(twin: BatchedTwin, seconds: float) -> float:
+    """Single-thread physics steps/s on the twin's own workload: each env's randomised model and current state
+    in its own MjData, stepped `decimation` times per env in a plain Python loop over envs."""
+    backend = twin.backend
+    datas = [backend.mjdata(i) for i in range(twin.num_envs)]
+    for i, d in enumerate(datas):
+        d.ctrl[:] = twin._target_history[0][i]
+    dec, steps, start = twin.spec.decimation, 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for model, data in zip(backend.models, datas, strict=True):
+            mujoco.mj_step(model, data, nstep=dec)
+        steps += dec * twin.num_envs
+    return steps / (time.perf_counter() - start)
+
+
+def gymnasium_rate(spec: RobotSpec, num_envs: int, seconds: float) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        xml = os.path.join(tmp, f"{spec.name}.xml")
+        with open(xml, "w") as f:
+            f.write(build_mjspec(spec).to_xml())
+        sync = gym.vector.SyncVectorEnv([lambda: GymnasiumTwin(spec, xml)] * num_envs)
+        sync.reset(seed=0)
+        zeros = np.zeros((num_envs, spec.num_actions), np.float32)
+        result = rate(lambda: sync.step(zeros), num_envs, seconds)
+        sync.close()
+    return result
+
+
+def twin_rates(spec: RobotSpec, env_counts: tuple[int, ...], seconds: float, threads: int) -> tuple[dict, float]:
+    """env-steps/s per env count, and the ceiling measured on the first batch of 16 or more envs."""
+    rates, ceiling = {}, None
+    for n in env_counts:
+        twin = BatchedTwin(spec, num_envs=n, seed=0)
+        twin.reset()
+        zeros = np.zeros((n, spec.num_actions))
+        rates[n] = rate(lambda: twin.step(zeros), n, seconds)  # noqa: B023 - called before the loop moves on
+        if ceiling is None and n >= 16:  # a representative batch: randomised, moving, some resets
+            ceiling = physics_ceiling(twin, seconds) * threads / spec.decimation
+        twin.close()
+    return rates, ceiling
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="shorter timings, fewer env counts")
+    args = parser.parse_args()
+    seconds = 0.7 if args.quick else 2.5
+    env_counts = (1, 16, 256) if args.quick else (1, 16, 256, 1024)
+    threads = os.cpu_count() or 1
+    print(f"{'robot':>10} {'envs':>6} {'env-steps/s':>12} {'x gymnasium':>12} {'of ceiling':>11}")
+    summary = {}
+    for robot in ("rover", "quadruped"):
+        spec = load_robot(robot)
+        gym_rate = gymnasium_rate(spec, 16, seconds)
+        rates, ceiling = twin_rates(spec, env_counts, seconds, threads)
+        for n, r in rates.items():
+            print(f"{robot:>10} {n:>6} {r:>12,.0f} {r / gym_rate:>12.2f} {r / ceiling:>10.0%}")
+        print(f"{'':>10} gymnasium SyncVectorEnv (16 envs): {gym_rate:,.0f} env-steps/s; ceiling {ceiling:,.0f} "
+              f"env-steps/s ({threads} threads x single-thread mj_step / decimation {spec.decimation})")
+        if robot == "quadruped":
+            r = rates[256]
+            summary = {"steps_per_s": round(r), "ratio_vs_gymnasium": round(r / gym_rate, 2),
+                       "fraction_of_ceiling": round(r / ceiling, 3), "gymnasium_steps_per_s": round(gym_rate),
+                       "ceiling_steps_per_s": round(ceiling)}
+    print(json.dumps({"bench": "twin_throughput", "robot": "quadruped", "envs": 256, **summary,
+                      "baseline": "gymnasium SyncVectorEnv", "threads": threads, "quick": args.quick}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""The batched MuJoCo twin: shapes, auto-reset, determinism, randomisation, physical sanity, bad input."""
+
+import numpy as np
+import pytest
+
+from sim.controllers import DiffDriveController, StandController
+from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
+from sim.robot import load_robot
+from sim.twin import BatchedTwin
+
+NOMINAL = RandomizationConfig(enabled=False)
+
+
+@pytest.fixture(params=["rover", "quadruped"])
+def robot(request):
+    return request.param
+
+
+def test_shapes_and_spaces(robot):
+    twin = BatchedTwin(robot, num_envs=8, seed=0)
+    obs, _ = twin.reset()
+    nu = twin.spec.num_actions
+    assert obs.shape == (8, twin.task.obs_dim) and obs.dtype == np.float32
+    assert twin.observation_space.shape == (8, twin.task.obs_dim)
+    assert twin.action_space.shape == (8, nu)
+    obs, rew, term, trunc, info = twin.step(np.zeros((8, nu)))
+    assert obs.shape == (8, twin.task.obs_dim) and rew.shape == (8,) and term.shape == trunc.shape == (8,)
+    assert set(info["reward_terms"]) >= {"tracking_lin_vel", "tracking_ang_vel", "action_rate"}
+    assert all(v.shape == (8,) for v in info["reward_terms"].values())
+    assert np.allclose(rew, np.sum(list(info["reward_terms"].values()), axis=0), atol=1e-6)
+    twin.close()
+
+
+def test_obs_dims_follow_the_manifest_layout():
+    assert BatchedTwin("quadruped", num_envs=1).task.obs_dim == 48  # legged_gym's flat-terrain layout
+    assert BatchedTwin("rover", num_envs=1).task.obs_dim == 16  # no joint positions for wheels
+
+
+def test_seeded_runs_are_identical_and_seeds_differ(robot):
+    def run(seed):
+        twin = BatchedTwin(robot, num_envs=4, seed=seed)
+        obs, _ = twin.reset(seed=seed)
+        rng = np.random.default_rng(1)
+        trace = [obs]
+        for _ in range(30):
+            obs, *_ = twin.step(rng.uniform(-1, 1, (4, twin.spec.num_actions)))
+            trace.append(obs)
+        twin.close()
+        return np.stack(trace)
+
+    a, b, c = run(3), run(3), run(4)
+    assert np.array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_timeout_truncates_and_autoresets_in_the_same_step():
+    twin = BatchedTwin("rover", num_envs=3, seed=0, randomization=NOMINAL)
+    twin.reset()
+    twin.max_episode_steps = 5
+    for _ in range(4):
+        _, _, term, trunc, _ = twin.step(np.zeros((3, 2)))
+        assert not trunc.any()
+    obs, _, term, trunc, info = twin.step(np.zeros((3, 2)))
+    assert trunc.all() and not term.any()
+    assert info["_final_obs"].all() and info["final_obs"].shape == obs.shape
+    assert np.array_equal(info["episode"]["l"], [5, 5, 5])
+    assert (twin.episode_length == 0).all()
+
+
+def test_fall_terminates_and_resets_only_that_env():
+    twin = BatchedTwin("quadruped", num_envs=2, seed=0, randomization=NOMINAL)
+    twin.reset()
+    state = twin.backend.state()
+    low = state["base_pos"][:1].copy()
+    low[:, 2] = 0.05  # below min_base_height
+    twin.backend.set_state(np.array([0]), low, state["base_quat"][:1], state["base_lin_vel"][:1],
+                           state["base_ang_vel"][:1], state["joint_pos"][:1], state["joint_vel"][:1])
+    _, rew, term, trunc, info = twin.step(np.zeros((2, 12)))
+    assert term.tolist() == [True, False]
+    assert info["episode"]["env_ids"].tolist() == [0]
+    assert info["reward_terms"]["termination"][0] < 0 and info["reward_terms"]["termination"][1] == 0
+    assert twin.backend.state()["base_pos"][0, 2] == pytest.approx(twin.spec.base_height)
+
+
+def test_randomisation_stays_in_its_ranges():
+    spec = load_robot("quadruped")
+    cfg = spec.randomization
+    params = sample_params(cfg, 2000, spec.sim_dt, np.random.default_rng(0))
+    for name in ("friction", "payload_kg", "motor_strength", "kp_scale", "kd_scale"):
+        lo, hi = getattr(cfg, name)
+        values = getattr(params, name)
+        assert values.min() >= lo and values.max() <= hi, name
+        assert values.max() - values.min() > 0.8 * (hi - lo), name  # the range is actually used
+    assert params.latency_steps.min() >= 0 and params.latency_steps.max() <= round(cfg.latency_s[1] / spec.sim_dt)
+
+    twin = BatchedTwin(spec, num_envs=16, seed=0)
+    twin.reset()
+    base = twin.backend.models[0].body(spec.base_body).id
+    masses = np.array([m.body_mass[base] for m in twin.backend.models])
+    frictions = np.array([m.geom_friction[0, 0] for m in twin.backend.models])
+    nominal_mass = twin.backend.base_model.body_mass[base]
+    assert np.allclose(masses - nominal_mass, twin.params.payload_kg)
+    assert np.allclose(frictions, twin.params.friction)
+    assert len(np.unique(frictions)) == 16
+
+
+def test_randomisation_yaml_errors_are_named():
+    with pytest.raises(ValueError, match="friction"):
+        RandomizationConfig.from_dict({"friction": [1.0, 0.5]})
+    with pytest.raises(ValueError, match="unknown randomization key"):
+        RandomizationConfig.from_dict({"gravity": [0, 1]})
+
+
+def test_latency_delays_the_response_by_whole_physics_steps():
+    def knee_after_step(latency_steps, action):
+        twin = BatchedTwin("quadruped", num_envs=1, seed=0, randomization=NOMINAL)
+        twin.reset()
+        params = PhysicsParams.nominal(1)
+        params.latency_steps[:] = latency_steps
+        twin.set_params(params)
+        for _ in range(10):
+            twin.step(np.zeros((1, 12)))
+        twin.step(np.full((1, 12), action))
+        return twin.backend.state()["joint_pos"][0, 2]
+
+    # effect of a step in the target within the same env-step (4 physics steps), against holding still
+    effect = {lat: knee_after_step(lat, 2.0) - knee_after_step(lat, 0.0) for lat in (0, 3, 4)}
+    assert abs(effect[0]) > 3 * abs(effect[3]) > 0
+    assert effect[4] == 0.0  # a full env-step of delay: the new target has not reached the motor yet
+
+
+def test_rover_tracks_half_a_metre_per_second_within_ten_percent():
+    twin = BatchedTwin("rover", num_envs=4, seed=0, randomization=NOMINAL, resample_commands=False)
+    twin.reset()
+    twin.set_commands(np.array([0.5, 0.0, 0.0]))
+    controller = DiffDriveController(twin)
+    speeds = []
+    for step in range(200):  # 4 s
+        twin.step(controller())
+        if step >= 100:
+            lin, _ = twin.task.base_velocities(twin.backend.state())
+            speeds.append(lin[:, 0])
+    assert np.mean(speeds) == pytest.approx(0.5, rel=0.1)
+
+
+def test_rover_turns_left_for_positive_wz():
+    twin = BatchedTwin("rover", num_envs=1, seed=0, randomization=NOMINAL, resample_commands=False)
+    twin.reset()
+    twin.set_commands(np.array([0.0, 0.0, 1.0]))
+    controller = DiffDriveController(twin)
+    for _ in range(100):
+        twin.step(controller())
+    assert twin.backend.state()["base_ang_vel"][0, 2] == pytest.approx(1.0, abs=0.15)
+
+
+def test_quadruped_stands_five_seconds_at_default_pose():
+    twin = BatchedTwin("quadruped", num_envs=4, seed=0)  # randomisation on, pushes included
+    twin.reset()
+    controller = StandController(twin)
+    falls = 0
+    for _ in range(int(5.0 / twin.spec.control_dt)):
+        _, _, term, _, _ = twin.step(controller())
+        falls += int(term.sum())
+    assert falls == 0
+    assert (twin.backend.state()["base_pos"][:, 2] > 0.25).all()
+
+
+def test_nan_actions_become_the_safe_action_and_are_counted():
+    twin = BatchedTwin("quadruped", num_envs=3, seed=0, randomization=NOMINAL)
+    twin.reset()
+    actions = np.zeros((3, 12))
+    actions[1, 4] = np.nan
+    actions[2, 0] = np.inf
+    for _ in range(20):
+        obs, _, term, _, info = twin.step(actions)
+        assert info["nan_actions"] == 2
+    assert twin.nan_action_count == 40
+    assert np.isfinite(obs).all() and not term.any()
+    state = twin.backend.state()
+    assert np.allclose(state["joint_pos"][1], state["joint_pos"][0], atol=0.05)  # held the default pose
+
+
+def test_wrong_action_shape_is_named():
+    twin = BatchedTwin("rover", num_envs=2)
+    twin.reset()
+    with pytest.raises(ValueError, match=r"actions must have shape \(2, 2\)"):
+        twin.step(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="num_envs"):
+        BatchedTwin("rover", num_envs=0)
+
+
+def test_unknown_backend_is_named():
+    with pytest.raises(ValueError, match="unknown twin backend 'bullet'"):
+        BatchedTwin("rover", num_envs=1, backend="bullet")
