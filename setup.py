@@ -62,6 +62,8 @@ setup(
     entry_points={
         "console_scripts": [
             "sim2real = training.cli:main",
+            "sim_bridge_node = ros_nodes.sim_bridge_node:main",
+            "field_recorder = ros_nodes.field_recorder:main",
         ],
     },
 )

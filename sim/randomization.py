@@ -88,3 +88,24 @@ def sample_params(cfg: RandomizationConfig, num: int, sim_dt: float, rng: np.ran
         kd_scale=uniform(cfg.kd_scale),
         latency_steps=np.rint(uniform(cfg.latency_s) / sim_dt).astype(np.int64),
     )
+
+
+FIELD_KEYS = ("friction", "payload_kg", "motor_strength", "kp_scale", "kd_scale", "latency_s")
+
+
+def fixed_params(values: dict, sim_dt: float, num_envs: int = 1) -> PhysicsParams:
+    """Fixed physical parameters (nominal where unset), e.g. a field twin's hidden offsets:
+    {friction: 0.5, payload_kg: 3.0, latency_s: 0.02}."""
+    unknown = sorted(set(values) - set(FIELD_KEYS))
+    if unknown:
+        raise ValueError(f"unknown twin parameter(s) {', '.join(unknown)}; known: {', '.join(FIELD_KEYS)}")
+    params = PhysicsParams.nominal(num_envs)
+    for key, value in values.items():
+        value = float(value)
+        if not np.isfinite(value) or (key != "payload_kg" and value < 0):
+            raise ValueError(f"twin parameter {key} must be finite and non-negative, got {value}")
+        if key == "latency_s":
+            params.latency_steps[:] = int(round(value / sim_dt))
+        else:
+            getattr(params, key)[:] = value
+    return params

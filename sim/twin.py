@@ -55,8 +55,8 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.resample_steps = max(1, int(round(spec.command_resample_s / spec.control_dt)))
         r = self.randomization
         self.push_steps = int(round(r.push_interval_s / spec.control_dt)) if r.enabled and r.push_interval_s > 0 else 0
-        self._max_latency = int(math.ceil(r.latency_s[1] / spec.sim_dt)) if r.enabled else 0
-        self._history_len = self._max_latency // spec.decimation + 2
+        max_latency = int(math.ceil(r.latency_s[1] / spec.sim_dt)) if r.enabled else 0
+        self._history_len = max_latency // spec.decimation + 2
 
         self.rng = np.random.default_rng(seed)
         self.params = PhysicsParams.nominal(num_envs)
@@ -156,6 +156,11 @@ class BatchedTwin(gym.vector.VectorEnv):
     def set_params(self, params: PhysicsParams, env_ids: np.ndarray | None = None) -> None:
         """Fix physical parameters (e.g. a field twin's hidden offsets) until the next reset of those envs."""
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        needed = int(params.latency_steps.max()) // self.spec.decimation + 2
+        if needed > self._history_len:  # keep enough past targets for the longest delay
+            extra = np.repeat(self._target_history[-1:], needed - self._history_len, axis=0)
+            self._target_history = np.concatenate([self._target_history, extra])
+            self._history_len = needed
         self.params.assign(ids, params)
         self.backend.set_params(ids, params)
 
@@ -180,6 +185,11 @@ class BatchedTwin(gym.vector.VectorEnv):
     def _targets(self, actions: np.ndarray) -> np.ndarray:
         scaled = self.spec.action_scale * actions
         return scaled + np.asarray(self.spec.default_pose) if self.spec.control_mode == "position" else scaled
+
+    def actions_from_targets(self, targets: np.ndarray) -> np.ndarray:
+        """The actions that produce these PD targets (what /joint_commands carries on the robot)."""
+        offset = np.asarray(self.spec.default_pose) if self.spec.control_mode == "position" else 0.0
+        return (np.asarray(targets, dtype=np.float64) - offset) / self.spec.action_scale
 
     def _substep_targets(self) -> np.ndarray:
         """Physics step k of this env-step applies the target issued `latency` physics steps earlier."""

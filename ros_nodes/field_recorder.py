@@ -1,0 +1,130 @@
+"""field_recorder: record ROS 2 topics to MCAP in the rosbag2 layout, as `ros2 bag record -s mcap` does.
+
+Messages are written as the CDR bytes they arrived in (raw subscriptions, no deserialise/serialise). Each
+segment is written under `<output_dir>/.partial/<name>/` and moved to `<output_dir>/<name>/` once its MCAP is
+finalised, so a reader never sees a half-written segment under a final name; segments rotate by duration and
+size. SIGINT and SIGTERM finalise the open segment; a kill -9 leaves `.partial/<name>/`, whose chunks written
+so far stay readable.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from pathlib import Path
+
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.typesys import Stores, get_typestore
+
+DEFAULT_TOPICS = ["/joint_states", "/imu/data", "/odom", "/cmd_vel", "/instruction", "/joint_commands", "/diagnostics"]
+
+
+def message_class(type_name: str):
+    """'sensor_msgs/msg/JointState' -> the rclpy message class."""
+    package, _, name = type_name.split("/")
+    return getattr(importlib.import_module(f"{package}.msg"), name)
+
+
+class FieldRecorder(Node):
+    def __init__(self, **kwargs):
+        super().__init__("field_recorder", **kwargs)
+        self.declare_parameter("topics", DEFAULT_TOPICS, ParameterDescriptor(description="topics to record"))
+        self.declare_parameter("output_dir", "field_logs", ParameterDescriptor(description="directory for segments"))
+        self.declare_parameter("segment_s", 60.0, ParameterDescriptor(description="rotate after this many seconds"))
+        self.declare_parameter("segment_mb", 256.0, ParameterDescriptor(description="rotate after this many MB"))
+        self.topics = list(self.get_parameter("topics").value)
+        self.output_dir = Path(self.get_parameter("output_dir").value)
+        self.segment_s = float(self.get_parameter("segment_s").value)
+        self.segment_bytes = float(self.get_parameter("segment_mb").value) * 1e6
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.typestore = get_typestore(Stores.ROS2_JAZZY)
+        self.counts: dict[str, int] = {t: 0 for t in self.topics}
+        self._types: dict[str, str] = {}
+        self._subs = []
+        self._writer: Writer | None = None
+        self._connections: dict = {}
+        self._segment_index = 0
+        self._segment_started = 0.0
+        self._segment_bytes = 0
+        self._open_segment()
+        # topics appear as their publishers start: look for them, as `ros2 bag record` does
+        self.create_timer(0.2, self._discover)
+        self._discover()
+
+    def _discover(self) -> None:
+        available = dict(self.get_topic_names_and_types())
+        for topic in self.topics:
+            if topic in self._types or topic not in available:
+                continue
+            type_name = available[topic][0]
+            publishers = self.get_publishers_info_by_topic(topic)
+            best_effort = any(p.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT for p in publishers)
+            # a best-effort subscriber hears every publisher; a reliable one only reliable publishers
+            qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else
+                             ReliabilityPolicy.RELIABLE)
+            self._types[topic] = type_name
+            self._subs.append(self.create_subscription(
+                message_class(type_name), topic, lambda data, t=topic: self._on_message(t, data), qos, raw=True))
+            self.get_logger().info(f"recording {topic} [{type_name}]")
+
+    def _open_segment(self) -> None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        name = f"field_{stamp}_{self._segment_index:04d}"
+        self._final_path = self.output_dir / name
+        self._partial_path = self.output_dir / ".partial" / name
+        self._partial_path.parent.mkdir(exist_ok=True)
+        self._writer = Writer(self._partial_path, version=9, storage_plugin=StoragePlugin.MCAP)
+        self._writer.open()
+        self._connections = {}
+        self._segment_started = time.monotonic()
+        self._segment_bytes = 0
+        self._segment_index += 1
+
+    def _close_segment(self, log: bool = True) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._writer = None
+        os.replace(self._partial_path, self._final_path)
+        if log:  # not at shutdown: the logger's context is already gone
+            self.get_logger().info(f"finalised {self._final_path}")
+
+    def _on_message(self, topic: str, data: bytes) -> None:
+        if self._writer is None:
+            return
+        if (time.monotonic() - self._segment_started > self.segment_s) or self._segment_bytes > self.segment_bytes:
+            self._close_segment()
+            self._open_segment()
+        conn = self._connections.get(topic)
+        if conn is None:
+            conn = self._writer.add_connection(topic, self._types[topic], typestore=self.typestore)
+            self._connections[topic] = conn
+        self._writer.write(conn, self.get_clock().now().nanoseconds, data)
+        self._segment_bytes += len(data)
+        self.counts[topic] += 1
+
+    def close(self) -> None:
+        self._close_segment(log=False)
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)  # installs SIGINT/SIGTERM handlers that shut the context down
+    node = FieldRecorder()
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

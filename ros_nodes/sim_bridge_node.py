@@ -1,0 +1,159 @@
+"""sim_bridge_node: plays the robot. Steps one twin and speaks the robot's ROS interface: publishes
+/joint_states, /imu/data and /odom (sensor-data QoS) and applies /joint_commands as PD targets.
+
+Real time (default): one control period per wall-clock period. Lockstep (`lockstep: true`): the bridge owns
+time, publishes /clock, and takes the next step as soon as the command for the current one arrives (or after
+`lockstep_timeout_s`), so a software-in-the-loop run goes as fast as the nodes compute. A "field twin" file
+gives hidden physical offsets (friction, payload, latency, ...) that stand in for the real robot.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import rclpy
+import yaml
+from builtin_interfaces.msg import Time
+from nav_msgs.msg import Odometry
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Float64MultiArray
+
+from edge.observation import rotate_world_to_base
+from sim.randomization import RandomizationConfig, fixed_params
+from sim.twin import BatchedTwin
+
+
+def to_time_msg(nanoseconds: int) -> Time:
+    return Time(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
+
+
+class SimBridge(Node):
+    def __init__(self, **kwargs):
+        super().__init__("sim_bridge", **kwargs)
+        describe = ParameterDescriptor
+        self.declare_parameter("robot", "rover", describe(description="robot name or YAML path"))
+        self.declare_parameter("field_twin", "", describe(description="YAML of hidden twin parameters; '' = nominal"))
+        self.declare_parameter("lockstep", False, describe(description="own /clock and step when commands arrive"))
+        self.declare_parameter("lockstep_timeout_s", 1.0, describe(description="step anyway after this wall time"))
+        self.declare_parameter("seed", 0, describe(description="twin seed"))
+        self.lockstep = bool(self.get_parameter("lockstep").value)
+        self.timeout_s = float(self.get_parameter("lockstep_timeout_s").value)
+
+        field = str(self.get_parameter("field_twin").value)
+        self.twin = BatchedTwin(str(self.get_parameter("robot").value), num_envs=1,
+                                seed=int(self.get_parameter("seed").value),
+                                randomization=RandomizationConfig(enabled=False), resample_commands=False, nthread=0)
+        self.twin.max_episode_steps = np.iinfo(np.int64).max  # the robot runs until stopped, not in episodes
+        self.twin.reset()
+        if field:
+            values = yaml.safe_load(Path(field).read_text()) or {}
+            self.twin.set_params(fixed_params(values, self.twin.spec.sim_dt))
+            self.get_logger().info(f"field twin: {values}")
+        spec = self.twin.spec
+        self.dt_ns = int(round(spec.control_dt * 1e9))
+        self.sim_time_ns = 0
+        self.action = np.tile(self.twin.safe_action(), (1, 1))
+        self.falls = 0
+        self.bad_commands = 0
+        self._command_fresh = False
+        self._last_step_wall = time.monotonic()
+        self._prev_lin_vel = np.zeros(3)
+
+        self.pub_joints = self.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
+        self.pub_imu = self.create_publisher(Imu, "/imu/data", qos_profile_sensor_data)
+        self.pub_odom = self.create_publisher(Odometry, "/odom", qos_profile_sensor_data)
+        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.lockstep else None
+        self.create_subscription(Float64MultiArray, "/joint_commands", self._on_command, 10)
+        # lockstep polls for the command; real time ticks at the control period
+        self.create_timer(0.0005 if self.lockstep else spec.control_dt, self._tick)
+        self._publish()
+
+    def _on_command(self, msg: Float64MultiArray) -> None:
+        targets = np.asarray(msg.data, dtype=np.float64)
+        if targets.shape != (self.twin.spec.num_actions,) or not np.all(np.isfinite(targets)):
+            self.bad_commands += 1
+            self.get_logger().warn(f"ignored /joint_commands of {targets.size} values (expected "
+                                   f"{self.twin.spec.num_actions} finite targets); holding the last one",
+                                   throttle_duration_sec=1.0)
+            return
+        self.action = self.twin.actions_from_targets(targets)[None]
+        self._command_fresh = True
+
+    def _tick(self) -> None:
+        if self.lockstep and not self._command_fresh and time.monotonic() - self._last_step_wall < self.timeout_s:
+            return
+        self._command_fresh = False
+        self._last_step_wall = time.monotonic()
+        _, _, terminated, _, _ = self.twin.step(self.action)
+        if terminated[0]:
+            self.falls += 1
+            self.get_logger().warn(f"robot fell (fall {self.falls}); twin reset to its start pose")
+        self.sim_time_ns += self.dt_ns
+        self._publish()
+
+    def _publish(self) -> None:
+        spec, state = self.twin.spec, self.twin.backend.state()
+        if self.lockstep:
+            self.pub_clock.publish(Clock(clock=to_time_msg(self.sim_time_ns)))
+            stamp = to_time_msg(self.sim_time_ns)
+        else:
+            stamp = self.get_clock().now().to_msg()
+        quat = state["base_quat"][0]  # w, x, y, z
+        lin_base = rotate_world_to_base(state["base_quat"], state["base_lin_vel"])[0]
+        ang_base = state["base_ang_vel"][0]
+
+        joints = JointState()
+        joints.header.stamp = stamp
+        joints.name = list(spec.joints)
+        joints.position = state["joint_pos"][0].tolist()
+        joints.velocity = state["joint_vel"][0].tolist()
+        self.pub_joints.publish(joints)
+
+        imu = Imu()
+        imu.header.stamp = stamp
+        imu.header.frame_id = "imu_link"
+        imu.orientation.w, imu.orientation.x, imu.orientation.y, imu.orientation.z = (float(v) for v in quat)
+        imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = (float(v) for v in ang_base)
+        # specific force: acceleration minus gravity, in the base frame (what an accelerometer reads)
+        accel_world = (state["base_lin_vel"][0] - self._prev_lin_vel) / spec.control_dt + np.array([0, 0, 9.81])
+        self._prev_lin_vel = state["base_lin_vel"][0].copy()
+        acc = rotate_world_to_base(state["base_quat"], accel_world[None])[0]
+        imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = (float(v) for v in acc)
+        self.pub_imu.publish(imu)
+
+        odom = Odometry()
+        odom.header.stamp = stamp
+        odom.header.frame_id = "odom"
+        odom.child_frame_id = "base_link"
+        pos = state["base_pos"][0]
+        odom.pose.pose.position.x, odom.pose.pose.position.y, odom.pose.pose.position.z = (float(v) for v in pos)
+        o = odom.pose.pose.orientation
+        o.w, o.x, o.y, o.z = (float(v) for v in quat)
+        odom.twist.twist.linear.x, odom.twist.twist.linear.y, odom.twist.twist.linear.z = (float(v) for v in lin_base)
+        a = odom.twist.twist.angular
+        a.x, a.y, a.z = (float(v) for v in ang_base)
+        self.pub_odom.publish(odom)
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    node = SimBridge()
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.twin.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()
