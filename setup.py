@@ -27,6 +27,7 @@ EXTRAS = {
         "ray[train,tune]==2.60.0",
         "rsl-rl-lib==5.5.1",
         "onnx==1.23.2",
+        "onnxscript==0.7.2",  # torch.onnx's dynamo exporter
         "onnxruntime==1.31.1",
         "tensorboard>=2.16",
         "mcap==1.6.0",

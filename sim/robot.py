@@ -286,3 +286,17 @@ def set_pd_gains(model: mujoco.MjModel, spec: RobotSpec, kp: np.ndarray, kd: np.
     limit = np.asarray(spec.torque_limit)
     model.actuator_forcerange[:, 0] = -strength * limit
     model.actuator_forcerange[:, 1] = strength * limit
+
+
+def joint_target_limits(spec: RobotSpec) -> tuple[np.ndarray, np.ndarray] | None:
+    """Target limits for the exported artifact: the MJCF joint ranges of a position-controlled robot (+-inf where
+    a joint has none); None otherwise (velocity robots rely on the action clip, torque robots on torque limits)."""
+    if spec.control_mode != "position":
+        return None
+    model = build_model(spec)
+    low, high = np.full(spec.num_actions, -np.inf), np.full(spec.num_actions, np.inf)
+    for i, name in enumerate(spec.joints):
+        joint = model.joint(name)
+        if model.jnt_limited[joint.id]:
+            low[i], high[i] = joint.range
+    return low, high
