@@ -16,6 +16,7 @@ ROS_WHEELS = [  # x86_64 wheels of ROS 2 Jazzy for machines without apt ROS (the
     "ros-jazzy-diagnostic-msgs==5.3.6",
     "ros-jazzy-lifecycle-msgs==2.0.3",
     "ros-jazzy-rosgraph-msgs==2.0.3",
+    "ros-jazzy-trajectory-msgs==5.3.6",
 ]
 
 EXTRAS = {
@@ -63,6 +64,7 @@ setup(
     entry_points={
         "console_scripts": [
             "sim2real = training.cli:main",
+            "policy_node = ros_nodes.policy_node:main",
             "sim_bridge_node = ros_nodes.sim_bridge_node:main",
             "field_recorder = ros_nodes.field_recorder:main",
         ],

@@ -55,6 +55,30 @@ DEFAULT_TERMS = {
 }
 
 
+class ObservationLayout:
+    """Assembles the policy input from named term values: concatenated in term order, noise (physical units)
+    added, then scaled. The twin and the policy node both build observations through this one path."""
+
+    def __init__(self, terms: list[ObsTerm]):
+        self.terms = list(terms)
+        self.dim = sum(t.size for t in self.terms)
+        self.scale = np.concatenate([t.scale for t in self.terms]).astype(np.float64)
+        self.noise = np.concatenate([np.full(t.size, t.noise) for t in self.terms])
+
+    @classmethod
+    def from_manifest(cls, terms: list[dict], num_joints: int) -> ObservationLayout:
+        """From a manifest's observation.terms (name, size, scale, ros_source); noise widths from the table."""
+        return cls([ObsTerm(t["name"], int(t["size"]), tuple(t["scale"]), obs_term(t["name"], num_joints).noise,
+                            t["ros_source"]) for t in terms])
+
+    def assemble(self, values: dict[str, np.ndarray], noise: np.ndarray | None = None) -> np.ndarray:
+        """values[name]: [batch, size] in physical units; noise: [batch, dim] uniform draws in [-1, 1] or None."""
+        raw = np.concatenate([values[t.name] for t in self.terms], axis=-1)
+        if noise is not None:
+            raw = raw + noise * self.noise
+        return (raw * self.scale).astype(np.float32)
+
+
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # np.cross is several times slower on small batches (axis juggling); this sits on the twin's hot path
     ax, ay, az = a[..., 0], a[..., 1], a[..., 2]

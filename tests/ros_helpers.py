@@ -20,7 +20,7 @@ def ros_env() -> dict[str, str]:
     """Each test run gets its own DDS domain so parallel runs on one machine do not hear each other."""
     env = dict(os.environ)
     env.setdefault("ROS_DOMAIN_ID", str(os.getpid() % 200 + 20))
-    env["ROS_LOCALHOST_ONLY"] = "1"
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     return env
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge.observation import obs_term, projected_gravity, rotate_world_to_base
+from edge.observation import ObservationLayout, obs_term, projected_gravity, rotate_world_to_base
 from sim.robot import RobotSpec
 
 # Per-term weights; each term is multiplied by weight * control_dt, as in legged_gym.
@@ -27,10 +27,8 @@ class VelocityTrackingTask:
     def __init__(self, spec: RobotSpec):
         self.spec = spec
         self.weights = {**REWARD_WEIGHTS, **spec.rewards}  # names checked in load_robot
-        self.terms = [obs_term(name, spec.num_actions) for name in spec.observations]
-        self.obs_dim = sum(t.size for t in self.terms)
-        self.obs_scale = np.concatenate([t.scale for t in self.terms])
-        self.obs_noise = np.concatenate([np.full(t.size, t.noise) for t in self.terms])
+        self.layout = ObservationLayout([obs_term(name, spec.num_actions) for name in spec.observations])
+        self.obs_dim = self.layout.dim
         self.default_pose = np.asarray(spec.default_pose)
         self.torque_limit = np.asarray(spec.torque_limit)
 
@@ -56,10 +54,8 @@ class VelocityTrackingTask:
             "joint_vel": state["joint_vel"],
             "last_action": last_action,
         }
-        raw = np.concatenate([values[t.name] for t in self.terms], axis=1)
-        if noise_level > 0:
-            raw = raw + rng.uniform(-1.0, 1.0, size=raw.shape) * (self.obs_noise * noise_level)
-        return (raw * self.obs_scale).astype(np.float32)
+        noise = rng.uniform(-noise_level, noise_level, (len(commands), self.obs_dim)) if noise_level > 0 else None
+        return self.layout.assemble(values, noise)
 
     def torques(
         self, state: dict[str, np.ndarray], targets: np.ndarray, kp: np.ndarray, kd: np.ndarray, strength: np.ndarray
