@@ -52,6 +52,7 @@ setup(
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
         ("share/" + PACKAGE + "/config/robots", glob("config/robots/*.yaml")),
+        ("share/" + PACKAGE + "/config/ros", glob("config/ros/*.yaml")),
     ],
     install_requires=["numpy>=1.26", "pyyaml>=6"],
     extras_require=EXTRAS,

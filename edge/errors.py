@@ -14,3 +14,7 @@ class ObservationError(ValueError):
 
 class BackendUnavailable(RuntimeError):
     """The requested inference backend cannot run on this machine (library or device missing)."""
+
+
+class UserError(Exception):
+    """A problem the user can act on (bad input, a run that cannot finish); the CLI prints it as one line."""

@@ -63,6 +63,9 @@ class PolicyNode(Node):
                                                         low=0, high=20))
         self.declare_parameter("output_type", "float64_array",
                                _describe("float64_array (forward_command_controller) or joint_trajectory"))
+        self.declare_parameter("trigger", "timer",
+                               _describe("timer: tick at the control rate; joint_states: tick on each /joint_states "
+                                         "(the driver sets the rate; the timer then only watches for silence)"))
         self.declare_parameter("autostart", True, _describe("configure and activate at start-up"))
         self.policy = None
         self._timer = None
@@ -76,6 +79,10 @@ class PolicyNode(Node):
         output_type = self.get_parameter("output_type").value
         if output_type not in ("float64_array", "joint_trajectory"):
             self.get_logger().error(f"output_type {output_type!r}: use float64_array or joint_trajectory")
+            return TransitionCallbackReturn.FAILURE
+        self.trigger = self.get_parameter("trigger").value
+        if self.trigger not in ("timer", "joint_states"):
+            self.get_logger().error(f"trigger {self.trigger!r}: use timer or joint_states")
             return TransitionCallbackReturn.FAILURE
         try:
             policy = load_policy(artifact, self.get_parameter("backend").value)
@@ -122,7 +129,7 @@ class PolicyNode(Node):
         self.policy.reset()
         self._last_action = self.policy.safety.safe_action.astype(np.float64)
         self._last_tick = None
-        self._timer = self.create_timer(self.period, self._tick)
+        self._timer = self.create_timer(self.period, self._tick if self.trigger == "timer" else self._watchdog)
         self._diag_timer = self.create_timer(1.0, self._publish_diagnostics)
         return super().on_activate(state)
 
@@ -181,6 +188,8 @@ class PolicyNode(Node):
             pos, vel = pos[self._order] - self.offset, vel[self._order]
         self.values["joint_pos"], self.values["joint_vel"] = pos, vel
         self._received("joint_states")
+        if self.trigger == "joint_states" and self._timer is not None:
+            self._tick()
 
     def _on_imu(self, msg: Imu) -> None:
         q = msg.orientation
@@ -211,6 +220,11 @@ class PolicyNode(Node):
             if name in PLAUSIBLE and np.max(np.abs(v)) > PLAUSIBLE[name]:
                 return ERROR, f"{name} out of range (|value| > {PLAUSIBLE[name]:g})"
         return OK, "running"
+
+    def _watchdog(self) -> None:
+        """Event-triggered mode: when /joint_states falls silent, ticks come from here and hold the safe pose."""
+        if self._last_tick is None or time.monotonic() - self._last_tick > self.stale_s:
+            self._tick()
 
     def _tick(self) -> None:
         start = time.monotonic()

@@ -2,29 +2,30 @@
 
 A subcommand module defines HELP (one line), EXAMPLES (text shown under --help), add_arguments(parser) and
 run(args) -> int. Errors a user can fix (bad config, missing file, bad artifact) become one line on stderr
-and exit code 2, with no traceback.
+and exit code 2, with no traceback (SIM2REAL_DEBUG=1 shows it).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+from edge.errors import UserError  # noqa: F401 - subcommands raise training.cli.UserError
 
 # name -> module; imported only when that subcommand runs, so `sim2real --help` stays fast
 SUBCOMMANDS = {
     "demo": "sim.demo",
+    "sil": "ros_nodes.sil",
 }
 
 
-class UserError(Exception):
-    """An error the user can fix; printed as one line."""
-
-
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from edge.errors import ArtifactError
     from sim.robot import RobotConfigError
 
-    return (UserError, RobotConfigError, FileNotFoundError, ValueError)
+    return (UserError, ArtifactError, RobotConfigError, FileNotFoundError, ValueError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         print("sim2real: interrupted", file=sys.stderr)
         return 130
     except _user_errors() as e:
+        if os.environ.get("SIM2REAL_DEBUG"):
+            raise
         print(f"sim2real {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,78 @@
+"""Launch files stay a thin list over console scripts and one YAML parameter file. `launch`/`launch_ros` have no
+wheels here, so instead of running them, this checks what they name: every executable is a console script of
+this package, and every parameter they pass is one that node declares."""
+
+import ast
+import importlib
+import inspect
+import os
+import re
+from pathlib import Path
+
+import pytest
+import rclpy
+import yaml
+from rclpy.node import Node
+
+from tests.ros_helpers import ros_env
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
+
+
+def console_scripts() -> dict[str, str]:
+    """executable -> module, from setup.py's entry points."""
+    text = (ROOT / "setup.py").read_text()
+    return dict(re.findall(r'"(\w+) = ([\w.]+):main"', text))
+
+
+def launched_nodes(path: Path) -> list[tuple[str, set[str], bool]]:
+    """(executable, parameter names passed inline, whether the YAML parameter file is passed) per Node(...)."""
+    nodes = []
+    for call in ast.walk(ast.parse(path.read_text())):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Node":
+            kw = {k.arg: k.value for k in call.keywords}
+            assert ast.literal_eval(kw["package"]) == "edge"
+            names, uses_file = set(), False
+            for item in kw.get("parameters", ast.List(elts=[])).elts:
+                if isinstance(item, ast.Dict):
+                    names |= {ast.literal_eval(k) for k in item.keys}
+                else:
+                    uses_file = True
+            nodes.append((ast.literal_eval(kw["executable"]), names, uses_file))
+    return nodes
+
+
+def declared_parameters(module_name: str, tmp_path: Path) -> set[str]:
+    module = importlib.import_module(module_name)
+    cls = next(c for _, c in inspect.getmembers(module, inspect.isclass)
+               if issubclass(c, Node) and c.__module__ == module_name)
+    os.environ.update({k: v for k, v in ros_env().items() if k.startswith("ROS_")})
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # the recorder creates its output directory
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = cls(context=context)
+        names = set(node._parameters) - {"use_sim_time", "start_type_description_service"}
+        node.destroy_node()
+        return names
+    finally:
+        rclpy.shutdown(context=context)
+        os.chdir(cwd)
+
+
+def test_there_are_launch_files():
+    assert {p.name for p in LAUNCH_FILES} == {"robot_policy.launch.py", "sim_in_the_loop.launch.py"}
+
+
+@pytest.mark.parametrize("launch_file", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_names_real_executables_and_declared_parameters(launch_file, tmp_path):
+    scripts = console_scripts()
+    params_file = yaml.safe_load((ROOT / "config" / "ros" / "robot.yaml").read_text())
+    for executable, inline, uses_file in launched_nodes(launch_file):
+        assert executable in scripts, f"{launch_file.name}: {executable} is not a console script"
+        declared = declared_parameters(scripts[executable], tmp_path)
+        from_file = set(params_file.get(executable, {}).get("ros__parameters", {})) if uses_file else set()
+        undeclared = (inline | from_file) - declared
+        assert not undeclared, f"{launch_file.name}: {executable} does not declare {sorted(undeclared)}"
