@@ -1,0 +1,191 @@
+"""Observation-in to command-out latency of policy_node over DDS, beside a minimal rclpy echo node (the
+transport floor) measured in the same run, plus timer jitter and deadline misses at 50 Hz and 500 Hz.
+
+Each node runs in its own process, as on the robot. Latency: the probe publishes /imu/data and /odom, then
+/joint_states (policy_node runs with trigger=joint_states) and times the /joint_commands that answers it; the
+echo node answers a JointState with a Float64MultiArray and nothing else.
+
+    python -m benchmarks.ros_loop_latency [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def echo_node() -> None:
+    """The transport floor: JointState in, Float64MultiArray out, no work in between."""
+    import rclpy
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    rclpy.init()
+    node = rclpy.create_node("echo")
+    pub = node.create_publisher(Float64MultiArray, "/echo_out", 10)
+    node.create_subscription(JointState, "/echo_in", lambda m: pub.publish(Float64MultiArray(data=list(m.position))),
+                             qos_profile_sensor_data)
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+
+
+def start(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(2)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+class Probe:
+    def __init__(self):
+        import rclpy
+        from nav_msgs.msg import Odometry
+        from rclpy.qos import qos_profile_sensor_data
+        from sensor_msgs.msg import Imu, JointState
+        from std_msgs.msg import Float64MultiArray
+
+        self.rclpy, self.JointState, self.Imu, self.Odometry = rclpy, JointState, Imu, Odometry
+        rclpy.init()
+        self.node = rclpy.create_node("latency_probe")
+        qos = qos_profile_sensor_data
+        self.pub_js = self.node.create_publisher(JointState, "/joint_states", qos)
+        self.pub_imu = self.node.create_publisher(Imu, "/imu/data", qos)
+        self.pub_odom = self.node.create_publisher(Odometry, "/odom", qos)
+        self.pub_echo = self.node.create_publisher(JointState, "/echo_in", qos)
+        self.arrivals: list[float] = []
+        self.diagnostics: dict[str, str] = {}
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: self.diagnostics.update(
+            {kv.key: kv.value for s in m.status if s.name == "policy_node" for kv in s.values}), 10)
+        for topic in ("/joint_commands", "/echo_out"):
+            self.node.create_subscription(Float64MultiArray, topic, lambda m: self.arrivals.append(time.perf_counter()),
+                                          10)
+        self.executor = rclpy.executors.SingleThreadedExecutor()
+        self.executor.add_node(self.node)
+
+    def sensors(self, joint_names: list[str]) -> None:
+        imu = self.Imu()
+        imu.orientation.w = 1.0
+        self.pub_imu.publish(imu)
+        self.pub_odom.publish(self.Odometry())
+        self.pub_js.publish(self.JointState(name=joint_names, position=[0.0] * len(joint_names),
+                                            velocity=[0.0] * len(joint_names)))
+
+    def spin_for(self, seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            self.executor.spin_once(timeout_sec=0.001)
+
+    def round_trips(self, send, count: int, warmup: int = 50) -> np.ndarray:
+        """Latency of `count` request/answer pairs, one at a time (ms)."""
+        out = []
+        for i in range(count + warmup):
+            self.arrivals.clear()
+            t0 = time.perf_counter()
+            send()
+            while not self.arrivals and time.perf_counter() - t0 < 0.5:
+                self.executor.spin_once(timeout_sec=0.0005)
+            if self.arrivals and i >= warmup:
+                out.append((self.arrivals[0] - t0) * 1000)
+            self.spin_for(0.002)  # let stragglers drain before the next one
+        return np.array(out)
+
+    def intervals(self, joint_names: list[str], seconds: float) -> np.ndarray:
+        """Command inter-arrival times (ms) while sensors stream at 200 Hz."""
+        self.arrivals.clear()
+        end, next_send = time.perf_counter() + seconds, 0.0
+        while time.perf_counter() < end:
+            if time.perf_counter() >= next_send:
+                self.sensors(joint_names)
+                next_send = time.perf_counter() + 0.005
+            self.executor.spin_once(timeout_sec=0.0005)
+        return np.diff(np.array(self.arrivals)) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--echo-node", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.echo_node:
+        echo_node()
+        return
+    os.environ.setdefault("ROS_DOMAIN_ID", str(os.getpid() % 200 + 20))
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    count = 300 if args.quick else 2000
+    jitter_s = 2.0 if args.quick else 10.0
+
+    from benchmarks.edge_policies import export_random_policy
+    from edge.manifest import load_manifest
+
+    with tempfile.TemporaryDirectory() as tmp:
+        artifact = Path(tmp) / "policy"
+        export_random_policy("quadruped", artifact)
+        joints = list(load_manifest(artifact).joint_names)
+        probe = Probe()
+        node_args = ["-m", "ros_nodes.policy_node", "--ros-args", "-p", f"artifact:={artifact}", "-p",
+                     "backend:=onnxruntime", "-p", "stale_periods:=100"]
+
+        echo = start(["-m", "benchmarks.ros_loop_latency", "--echo-node"])
+        probe.spin_for(3.0)
+        echo_ms = probe.round_trips(lambda: probe.pub_echo.publish(probe.JointState(position=[0.0] * 12)), count)
+        stop(echo)
+
+        policy = start([*node_args, "-p", "trigger:=joint_states"])
+        probe.spin_for(6.0)
+        policy_ms = probe.round_trips(lambda: probe.sensors(joints), count)
+        stop(policy)
+
+        timing = {}
+        for hz in (50, 500):
+            timed = start([*node_args, "-p", f"rate_hz:={hz}.0"])
+            probe.spin_for(6.0)
+            probe.diagnostics.clear()
+            gaps = probe.intervals(joints, jitter_s)
+            probe.spin_for(1.2)  # one more /diagnostics, published each second
+            stop(timed)
+            period = 1000.0 / hz
+            ticks, misses = int(probe.diagnostics.get("ticks", 0)), int(probe.diagnostics.get("deadline_misses", 0))
+            timing[hz] = {"jitter_ms": float(np.std(gaps)) if len(gaps) else float("nan"),
+                          "probe_miss_rate": float(np.mean(gaps > 1.5 * period)) if len(gaps) else float("nan"),
+                          "miss_rate": misses / ticks if ticks else float("nan"), "ticks": ticks}
+
+    p = {name: (np.percentile(v, 50), np.percentile(v, 99)) for name, v in (("echo", echo_ms), ("policy", policy_ms))}
+    print(f"{'path':>28} {'p50 ms':>8} {'p99 ms':>8} {'n':>6}")
+    print(f"{'echo node (transport floor)':>28} {p['echo'][0]:>8.3f} {p['echo'][1]:>8.3f} {len(echo_ms):>6}")
+    print(f"{'policy_node (quadruped, ORT)':>28} {p['policy'][0]:>8.3f} {p['policy'][1]:>8.3f} {len(policy_ms):>6}")
+    for hz, t in timing.items():
+        print(f"timer {hz:>3} Hz: deadline misses (tick > 1.5 periods after the last, node's count) "
+              f"{t['miss_rate']:.2%} of {t['ticks']} ticks; at the probe over DDS: jitter {t['jitter_ms']:.3f} ms, "
+              f"gaps > 1.5 periods {t['probe_miss_rate']:.2%}")
+    budget = 1.5 * p["echo"][1] + 0.5
+    print(f"target: policy p99 <= 1.5 x echo p99 + 0.5 ms = {budget:.3f} ms; misses at 500 Hz < 1%")
+    print(json.dumps({"bench": "ros_loop_latency", "p50_ms": round(p["policy"][0], 4),
+                      "p99_ms": round(p["policy"][1], 4),
+                      "echo_p50_ms": round(p["echo"][0], 4), "echo_p99_ms": round(p["echo"][1], 4),
+                      "ratio_p99_vs_echo": round(p["policy"][1] / p["echo"][1], 2),
+                      "miss_rate_50hz": round(timing[50]["miss_rate"], 4),
+                      "miss_rate_500hz": round(timing[500]["miss_rate"], 4),
+                      "jitter_500hz_ms": round(timing[500]["jitter_ms"], 4), "baseline": "rclpy echo node",
+                      "quick": args.quick}))
+
+
+if __name__ == "__main__":
+    main()
