@@ -98,7 +98,8 @@ class FieldRecorder(Node):
     def _on_message(self, topic: str, data: bytes) -> None:
         if self._writer is None:
             return
-        if (time.monotonic() - self._segment_started > self.segment_s) or self._segment_bytes > self.segment_bytes:
+        full = (time.monotonic() - self._segment_started > self.segment_s) or self._segment_bytes > self.segment_bytes
+        if full and self._segment_bytes > 0:  # never finalise an empty segment
             self._close_segment()
             self._open_segment()
         conn = self._connections.get(topic)
