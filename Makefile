@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
-EXTRAS := robot,sim,train,dev
+EXTRAS := robot,sim,newton,train,dev
 
 .PHONY: demo test setup lint
 

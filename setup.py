@@ -22,7 +22,9 @@ ROS_WHEELS = [  # x86_64 wheels of ROS 2 Jazzy for machines without apt ROS (the
 EXTRAS = {
     # robot: inference only; TensorRT comes from JetPack and rclpy from apt ROS 2
     "robot": ["numpy>=1.26", "onnxruntime==1.31.1", "pyyaml>=6"],
-    "sim": ["mujoco==4.0.0", "gymnasium==1.4.0", "numpy>=1.26", "pyyaml>=6", "rich>=13"],
+    "sim": ["mujoco==4.0.0", "gymnasium==1.4.0", "numpy>=1.26", "pyyaml>=6", "rich>=13", "matplotlib==3.11.2"],
+    # the Newton twin backend (CPU here, CUDA where present)
+    "newton": ["newton==1.8.0", "warp-lang==1.19.0"],
     "train": [
         "torch==2.13.0",
         "ray[train,tune]==2.60.0",
@@ -53,6 +55,8 @@ setup(
         ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
         ("share/" + PACKAGE + "/config/robots", glob("config/robots/*.yaml")),
         ("share/" + PACKAGE + "/config/ros", glob("config/ros/*.yaml")),
+        ("share/" + PACKAGE + "/config/campaigns", glob("config/campaigns/*.yaml")),
+        ("share/" + PACKAGE + "/config/sil", glob("config/sil/*.yaml")),
     ],
     install_requires=["numpy>=1.26", "pyyaml>=6"],
     extras_require=EXTRAS,

@@ -141,7 +141,7 @@ def main() -> None:
         joints = list(load_manifest(artifact).joint_names)
         probe = Probe()
         node_args = ["-m", "ros_nodes.policy_node", "--ros-args", "-p", f"artifact:={artifact}", "-p",
-                     "backend:=onnxruntime", "-p", "stale_periods:=100"]
+                     "backend:=onnxruntime", "-p", "stale_periods:=100", "-p", "allow_unvalidated:=true"]
 
         echo = start(["-m", "benchmarks.ros_loop_latency", "--echo-node"])
         probe.spin_for(3.0)

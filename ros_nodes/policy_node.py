@@ -28,6 +28,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from edge.errors import ArtifactError, BackendUnavailable
 from edge.observation import ObservationLayout, projected_gravity
 from edge.runtime import BACKENDS, load_policy
+from edge.validation import require_validated
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 # beyond these an input is a sensor fault, not a state the robot can be in
@@ -63,6 +64,8 @@ class PolicyNode(Node):
                                                         low=0, high=20))
         self.declare_parameter("output_type", "float64_array",
                                _describe("float64_array (forward_command_controller) or joint_trajectory"))
+        self.declare_parameter("allow_unvalidated", False,
+                               _describe("run an artifact without a passing campaign verdict (development only)"))
         self.declare_parameter("trigger", "timer",
                                _describe("timer: tick at the control rate; joint_states: tick on each /joint_states "
                                          "(the driver sets the rate; the timer then only watches for silence)"))
@@ -86,9 +89,14 @@ class PolicyNode(Node):
             return TransitionCallbackReturn.FAILURE
         try:
             policy = load_policy(artifact, self.get_parameter("backend").value)
+            validation = require_validated(policy.manifest, self.get_parameter("allow_unvalidated").value, artifact)
         except (ArtifactError, BackendUnavailable, ValueError, OSError) as e:
             self.get_logger().error(f"cannot load artifact {artifact!r}: {e}")
             return TransitionCallbackReturn.FAILURE
+        if validation.startswith("UNVALIDATED"):
+            self.get_logger().warn(validation)
+        else:
+            self.get_logger().info(validation)
         m = policy.manifest
         self.policy = policy
         self.joint_names = list(m.joint_names)

@@ -41,6 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--record", default="", help="record MCAP field logs into this directory")
     p.add_argument("--backend", default="auto", help="policy backend: auto, tensorrt, onnxruntime")
     p.add_argument("--real-time", action="store_true", help="wall-clock pace instead of lockstep")
+    p.add_argument("--allow-unvalidated", action="store_true", help="run an artifact no campaign has passed")
     p.add_argument("--json", default="", help="write the KPI summary to this file")
 
 
@@ -111,7 +112,8 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str | Path = DEFAULT_COMMANDS,
-            record: str = "", backend: str = "auto", real_time: bool = False, progress=None) -> dict:
+            record: str = "", backend: str = "auto", real_time: bool = False, allow_unvalidated: bool = False,
+            progress=None) -> dict:
     """Run the node set for `duration` simulated seconds; return the KPI summary."""
     import rclpy
     from geometry_msgs.msg import Twist
@@ -120,9 +122,11 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
     from rclpy.qos import qos_profile_sensor_data
 
     from edge.manifest import load_manifest
+    from edge.validation import require_validated
     from sim.robot import load_robot
 
     manifest = load_manifest(artifact)  # fails early, with the reason, on a bad artifact
+    require_validated(manifest, allow_unvalidated, artifact)
     robot = load_robot(manifest.robot["name"])
     segments = load_commands(commands)
     lockstep = not real_time
@@ -131,7 +135,8 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
         _start("sim_bridge_node", {"robot": robot.name, "field_twin": field_twin or "''",
                                    "lockstep": str(lockstep).lower()}, log_dir),
         _start("policy_node", {"artifact": artifact, "backend": backend, "use_sim_time": str(lockstep).lower(),
-                               "trigger": "joint_states" if lockstep else "timer"}, log_dir),
+                               "trigger": "joint_states" if lockstep else "timer",
+                               "allow_unvalidated": str(allow_unvalidated).lower()}, log_dir),
     ]
     if record:
         procs.append(_start("field_recorder", {"output_dir": record, "use_sim_time": str(lockstep).lower()},
@@ -190,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     with Progress(console=Console(stderr=True)) as bar:
         task = bar.add_task("software in the loop (simulated s)", total=args.duration)
         summary = run_sil(args.artifact, args.duration, args.field_twin, args.commands, args.record, args.backend,
-                          args.real_time, progress=lambda t: bar.update(task, completed=t))
+                          args.real_time, args.allow_unvalidated, progress=lambda t: bar.update(task, completed=t))
     table = Table(title=f"{summary['robot']}, {args.duration:g} s simulated", caption=f"mean |error| after "
                   f"{SETTLE_S:g} s of settling on each command")
     table.add_column("KPI")

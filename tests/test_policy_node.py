@@ -18,6 +18,7 @@ from benchmarks.edge_policies import export_random_policy
 from tests.ros_helpers import node_process, probe_node, ros_env, spin_until
 
 PERIOD = 0.02  # the rover's control period (50 Hz)
+ALLOW = "allow_unvalidated:=true"  # the random test policies have no campaign verdict
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +38,15 @@ class FakeRover:
         self.pub_odom = node.create_publisher(Odometry, "/odom", qos_profile_sensor_data)
         self.commands: list[tuple[float, list[float]]] = []
         self.diagnostics: list[tuple[float, DiagnosticStatus]] = []
-        node.create_subscription(Float64MultiArray, "/joint_commands",
-                                 lambda m: self.commands.append((time.monotonic(), list(m.data))), 10)
-        node.create_subscription(DiagnosticArray, "/diagnostics",
-                                 lambda m: self.diagnostics.extend((time.monotonic(), s) for s in m.status), 10)
+        node.create_subscription(
+            Float64MultiArray, "/joint_commands", lambda m: self.commands.append((time.monotonic(), list(m.data))), 10
+        )
+        node.create_subscription(
+            DiagnosticArray,
+            "/diagnostics",
+            lambda m: self.diagnostics.extend((time.monotonic(), s) for s in m.status),
+            10,
+        )
         self.send = {"joint_states": True, "imu": True, "odom": True}
         self.imu_nan = False
         self.last_sent = {}
@@ -49,8 +55,9 @@ class FakeRover:
     def publish(self):
         now = time.monotonic()
         if self.send["joint_states"]:
-            self.pub_js.publish(JointState(name=["left_wheel_joint", "right_wheel_joint"], position=[0.1, 0.2],
-                                           velocity=[1.0, 1.2]))
+            self.pub_js.publish(
+                JointState(name=["left_wheel_joint", "right_wheel_joint"], position=[0.1, 0.2], velocity=[1.0, 1.2])
+            )
             self.last_sent["joint_states"] = now
         if self.send["imu"]:
             imu = Imu()
@@ -71,19 +78,34 @@ def is_safe(cmd):
 
 
 def test_stale_joint_states_hold_the_safe_pose_and_recover(rover_artifact):
-    with node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}") as proc, probe_node() as (node, ex):
+    with (
+        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", ALLOW) as proc,
+        probe_node() as (node, ex),
+    ):
         rover = FakeRover(node)
         assert spin_until(ex, lambda: any(not is_safe(c) for _, c in rover.commands), 30), proc.output
         assert spin_until(ex, lambda: any(s.level == DiagnosticStatus.OK for _, s in rover.diagnostics), 5)
 
         rover.send["joint_states"] = False
-        assert spin_until(ex, lambda: rover.commands and rover.commands[-1][0] > rover.last_sent["joint_states"]
-                          and is_safe(rover.commands[-1][1]), 2)
+        assert spin_until(
+            ex,
+            lambda: (
+                rover.commands
+                and rover.commands[-1][0] > rover.last_sent["joint_states"]
+                and is_safe(rover.commands[-1][1])
+            ),
+            2,
+        )
         stopped = rover.last_sent["joint_states"]
         first_safe = next(t for t, c in rover.commands if t > stopped and is_safe(c))
         assert first_safe - stopped <= 3 * PERIOD + 0.01  # safe pose within 3 control periods
-        assert spin_until(ex, lambda: any(lvl == DiagnosticStatus.WARN and "joint_states" in msg
-                                          for lvl, msg in rover.levels_since(stopped)), 2), proc.output
+        assert spin_until(
+            ex,
+            lambda: any(
+                lvl == DiagnosticStatus.WARN and "joint_states" in msg for lvl, msg in rover.levels_since(stopped)
+            ),
+            2,
+        ), proc.output
 
         rover.send["joint_states"] = True
         resumed = time.monotonic()
@@ -92,13 +114,19 @@ def test_stale_joint_states_hold_the_safe_pose_and_recover(rover_artifact):
 
 
 def test_nan_imu_is_an_error_with_safe_pose_and_no_crash(rover_artifact):
-    with node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}") as proc, probe_node() as (node, ex):
+    with (
+        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", ALLOW) as proc,
+        probe_node() as (node, ex),
+    ):
         rover = FakeRover(node)
         assert spin_until(ex, lambda: any(not is_safe(c) for _, c in rover.commands), 30), proc.output
         rover.imu_nan = True
         t0 = time.monotonic()
-        assert spin_until(ex, lambda: any(lvl == DiagnosticStatus.ERROR and "non-finite" in msg
-                                          for lvl, msg in rover.levels_since(t0)), 2)
+        assert spin_until(
+            ex,
+            lambda: any(lvl == DiagnosticStatus.ERROR and "non-finite" in msg for lvl, msg in rover.levels_since(t0)),
+            2,
+        )
         spin_until(ex, lambda: False, 0.2)
         assert all(is_safe(c) for t, c in rover.commands if t > t0 + 3 * PERIOD)
         rover.imu_nan = False
@@ -127,8 +155,12 @@ def _lifecycle(node, ex):
 
 
 def test_lifecycle_transitions(rover_artifact):
-    with node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false"), \
-            probe_node() as (node, ex):
+    with (
+        node_process(
+            "ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false", "allow_unvalidated:=true"
+        ),
+        probe_node() as (node, ex),
+    ):
         rover = FakeRover(node)
         transition, state = _lifecycle(node, ex)
         assert state() == "unconfigured"
@@ -153,8 +185,12 @@ def test_bad_artifact_fails_configure_and_the_node_stays_up(rover_artifact, tmp_
     onnx = bytearray((bad / "policy.onnx").read_bytes())
     onnx[len(onnx) // 2] ^= 0xFF
     (bad / "policy.onnx").write_bytes(bytes(onnx))
-    with node_process("ros_nodes.policy_node", f"artifact:={bad}", "autostart:=false") as proc, \
-            probe_node() as (node, ex):
+    with (
+        node_process(
+            "ros_nodes.policy_node", f"artifact:={bad}", "autostart:=false", "allow_unvalidated:=true"
+        ) as proc,
+        probe_node() as (node, ex),
+    ):
         transition, state = _lifecycle(node, ex)
         assert not transition(Transition.TRANSITION_CONFIGURE)
         assert state() == "unconfigured"
@@ -166,7 +202,8 @@ def test_policy_node_footprint_has_no_torch_ray_or_mujoco(rover_artifact):
     code = (
         "import sys, rclpy\n"
         "from ros_nodes.policy_node import PolicyNode\n"
-        f"rclpy.init(args=['--ros-args', '-p', 'artifact:={rover_artifact}', '-p', 'backend:=onnxruntime'])\n"
+        f"rclpy.init(args=['--ros-args', '-p', 'artifact:={rover_artifact}', '-p', 'backend:=onnxruntime', "
+        "'-p', 'allow_unvalidated:=true'])\n"
         "node = PolicyNode()\n"
         "assert node.trigger_configure().name == 'SUCCESS'\n"
         "node.trigger_activate()\n"
@@ -175,3 +212,14 @@ def test_policy_node_footprint_has_no_torch_ray_or_mujoco(rover_artifact):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ros_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_unvalidated_artifact_is_refused_unless_allowed(rover_artifact):
+    with (
+        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false") as proc,
+        probe_node() as (node, ex),
+    ):
+        transition, state = _lifecycle(node, ex)
+        assert not transition(Transition.TRANSITION_CONFIGURE)
+        assert state() == "unconfigured"
+        assert proc.wait_for_output("no campaign verdict", timeout=5), proc.output

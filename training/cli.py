@@ -18,6 +18,7 @@ from edge.errors import UserError  # noqa: F401 - subcommands raise training.cli
 SUBCOMMANDS = {
     "demo": "sim.demo",
     "sil": "ros_nodes.sil",
+    "validate": "training.validate_cmd",
 }
 
 

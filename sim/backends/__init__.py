@@ -5,7 +5,7 @@ from __future__ import annotations
 from sim.backends.base import TwinBackend
 from sim.robot import RobotSpec
 
-BACKENDS = ("mujoco",)
+BACKENDS = ("mujoco", "newton", "isaacsim")
 
 
 def make_backend(name: str, spec: RobotSpec, num_envs: int, nthread: int | None = None) -> TwinBackend:
@@ -13,4 +13,12 @@ def make_backend(name: str, spec: RobotSpec, num_envs: int, nthread: int | None 
         from sim.backends.mujoco_backend import MujocoBackend
 
         return MujocoBackend(spec, num_envs, nthread=nthread)
+    if name == "newton":
+        from sim.backends.newton_backend import NewtonBackend
+
+        return NewtonBackend(spec, num_envs, nthread=nthread)
+    if name == "isaacsim":
+        from sim.backends.isaacsim_backend import IsaacSimBackend
+
+        return IsaacSimBackend(spec, num_envs, nthread=nthread)
     raise ValueError(f"unknown twin backend {name!r}; available: {', '.join(BACKENDS)}")

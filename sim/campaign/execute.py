@@ -1,0 +1,72 @@
+"""Where batches run: in this process (one worker: no Ray start-up cost), or as Ray tasks on a local Ray
+instance of W workers or on a running cluster (`ray_address`), at most W batches in flight, results handed
+back in completion order so they stream to the results file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sim.campaign.config import CampaignConfig
+from sim.campaign.matrix import BatchJob
+from sim.campaign.rollout import ArtifactFiles, BatchResult, run_batch
+from sim.robot import RobotSpec
+
+
+class Executor:
+    def __init__(self, workers: int = 1, ray_address: str | None = None, threads: int = 1):
+        """`threads`: MuJoCo threads per worker (one Ray task reserves that many CPUs)."""
+        if workers < 1 or threads < 1:
+            raise ValueError("--workers and threads per worker must be >= 1")
+        self.workers, self.address, self.threads = workers, ray_address, threads
+        self.uses_ray = workers > 1 or ray_address is not None
+        self._started_ray = False
+
+    def __enter__(self) -> Executor:
+        if self.uses_ray:
+            import ray
+
+            if not ray.is_initialized():
+                ray.init(
+                    address=self.address,
+                    num_cpus=None if self.address else self.workers * self.threads,
+                    include_dashboard=False,
+                    logging_level="ERROR",
+                    log_to_driver=False,
+                )
+                self._started_ray = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._started_ray:
+            import ray
+
+            ray.shutdown()
+
+    def run(
+        self,
+        jobs: Sequence[BatchJob],
+        cfg: CampaignConfig,
+        spec: RobotSpec,
+        files: ArtifactFiles,
+        on_result: Callable[[BatchResult], None],
+    ) -> None:
+        if not self.uses_ray:
+            for job in jobs:
+                on_result(run_batch(job, cfg, spec, files, self.threads))
+            return
+        import ray
+
+        task = ray.remote(num_cpus=self.threads)(run_batch)
+        shared = [ray.put(cfg), ray.put(spec), ray.put(files)]  # sent once, not once per batch
+        queue, pending = list(jobs), {}
+        while queue or pending:
+            while queue and len(pending) < self.workers:
+                pending[task.remote(queue.pop(0), *shared, self.threads)] = True
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                del pending[ref]
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayTaskError as e:
+                    raise e.cause from None  # the worker's own error (e.g. ArtifactError), as one clear line
+                on_result(result)

@@ -1,0 +1,87 @@
+"""`sim2real validate`: run a validation campaign on an exported policy artifact, gate it, report, promote.
+
+Exit codes: 0 every gate passed (and the verdict is in the manifest), 1 a gate failed, 2 a usage error
+(bad campaign YAML, tampered or mismatched artifact, results of another run in --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "Validate a policy artifact with a scenario campaign in the digital twin (gates, report, promotion)."
+EXAMPLES = """examples:
+  sim2real validate policy/ --campaign config/campaigns/quick.yaml
+  sim2real validate policy/ --campaign full --workers 8            # 8 Ray workers on this machine
+  sim2real validate policy/ --campaign full --ray-address auto     # on a running Ray cluster
+  sim2real validate policy/ --campaign quick --backend newton      # the same campaign on Newton
+  sim2real validate policy/ --campaign quick --compare old_policy/ # per-scenario deltas (regression check)
+
+Results stream to OUT/results.jsonl; re-running the same command resumes and skips finished scenarios.
+OUT/report.html and OUT/summary.json hold the verdict; exit code 1 when a gate fails.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("policy", help="policy artifact directory (policy.onnx + manifest.json)")
+    p.add_argument("--campaign", required=True, help="campaign YAML path or name in config/campaigns (quick, full)")
+    p.add_argument("--workers", type=int, default=1, help="parallel workers; >1 runs batches as Ray tasks (default 1)")
+    p.add_argument("--ray-address", help="address of a running Ray cluster (e.g. auto, ray://host:10001)")
+    p.add_argument("--backend", choices=("mujoco", "newton", "isaacsim"), help="twin backend (default: the YAML's)")
+    p.add_argument("--out", help="results directory (default runs/validation/<campaign>-<onnx sha256[:12]>)")
+    p.add_argument("--compare", metavar="OTHER_POLICY", help="also run OTHER_POLICY and report per-scenario deltas")
+    p.add_argument("--fresh", action="store_true", help="discard results in --out instead of resuming")
+    p.add_argument("--no-promote", action="store_true", help="do not write the verdict into the manifest")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from edge.errors import ArtifactError
+    from edge.manifest import load_manifest
+    from sim.campaign.config import load_campaign
+    from sim.campaign.runner import REPORT_FILE, run_campaign, with_backend
+    from training.cli import UserError
+
+    cfg = with_backend(load_campaign(args.campaign), args.backend)
+    try:
+        sha = load_manifest(args.policy).policy["sha256"]
+    except ArtifactError as e:
+        raise UserError(str(e)) from None
+    out = Path(args.out or Path("runs") / "validation" / f"{cfg.name}-{sha[:12]}")
+    console = Console(width=None if Console().is_terminal else 110)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console
+    ) as bar:
+        task = bar.add_task(f"campaign {cfg.name} ({cfg.backend})", total=None)
+        try:
+            outcome = run_campaign(
+                args.policy,
+                cfg,
+                out,
+                workers=args.workers,
+                ray_address=args.ray_address,
+                fresh=args.fresh,
+                compare_to=args.compare,
+                promote_verdict=not args.no_promote,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        except (ArtifactError, ImportError) as e:  # a refused artifact; a backend or Ray that is not installed
+            raise UserError(str(e)) from None
+    s = outcome.summary
+    for check in s["checks"]:
+        if not check["passed"]:
+            console.print(
+                f"[red]FAIL[/] {check['gate']}: {100 * check['value']:.1f}% failing > "
+                f"{100 * check['limit']:.1f}% allowed ({check['episodes']} episodes)"
+            )
+    if outcome.comparison:
+        c = outcome.comparison
+        console.print(f"compare: {c['regressions']} regressions, {c['fixes']} fixes over {c['scenarios']} scenarios")
+    verdict = "[green]PASS[/]" if outcome.passed else "[red]FAIL[/]"
+    console.print(
+        f"{verdict} {s['failing_episodes']}/{s['episodes']} episodes failing; report {out / REPORT_FILE}"
+        + ("" if outcome.verdict is None else f"; verdict recorded in {Path(args.policy) / 'manifest.json'}")
+    )
+    return 0 if outcome.passed else 1
