@@ -16,9 +16,8 @@ from sim.robot import RobotSpec, build_model, set_pd_gains
 
 _FULL = mujoco.mjtState.mjSTATE_FULLPHYSICS.value
 _CTRL = mujoco.mjtState.mjSTATE_CTRL.value
-# rollout splits the batch into nthread * divisor jobs; its default (10) spends more on hand-offs than it wins in
-# balance at a few hundred envs (measured: divisor 4 gave 1.1-1.2x the default's env-steps/s on 256 quadrupeds)
-CHUNK_DIVISOR = 4
+# envs per thread-pool job; None keeps rollout's default, max(1, num_envs / (10 * nthread))
+ROLLOUT_CHUNK: int | None = None
 
 
 class MujocoBackend(TwinBackend):
@@ -69,7 +68,7 @@ class MujocoBackend(TwinBackend):
             nstep=nstep,
             state=self._out,
             sensordata=self._sensordata,
-            chunk_size=CHUNK_DIVISOR,  # with skip_checks this reaches the C++ binding as its chunk divisor
+            chunk_size=ROLLOUT_CHUNK,
         )
         self._state[:] = self._out[:, -1]
 
