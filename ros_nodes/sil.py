@@ -30,7 +30,7 @@ EXAMPLES = """examples:
 field.yaml holds hidden twin parameters, e.g. {friction: 0.5, payload_kg: 3.0, latency_s: 0.02}.
 """
 DEFAULT_COMMANDS = Path(__file__).resolve().parent.parent / "config" / "sil" / "default_commands.yaml"
-SETTLE_S = 1.0  # after a command change, errors are not counted for this long
+SETTLE_S = 1.0  # after a command change, errors are not counted for this long (as in campaigns: sim.kpis)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -67,28 +67,25 @@ def load_commands(path: str | Path) -> list[Segment]:
     return segments
 
 
-def command_at(segments: list[Segment], t: float) -> tuple[np.ndarray, float]:
-    """The command at time t (the script repeats) and the time since it started."""
+def command_at(segments: list[Segment], t: float) -> np.ndarray:
+    """The command at time t (the script repeats)."""
     t = t % sum(s.duration_s for s in segments)
     for s in segments:
         if t < s.duration_s:
-            return np.array([s.vx, s.vy, s.wz]), t
+            return np.array([s.vx, s.vy, s.wz])
         t -= s.duration_s
-    return np.array([segments[-1].vx, segments[-1].vy, segments[-1].wz]), 0.0
+    return np.array([segments[-1].vx, segments[-1].vy, segments[-1].wz])
 
 
-def tracking_kpis(samples: np.ndarray, min_base_height: float) -> dict:
-    """samples: rows (t, since_change, cmd_vx, cmd_vy, cmd_wz, vx, vy, wz, z)."""
-    settled = samples[samples[:, 1] >= SETTLE_S]
-    err = np.abs(settled[:, 2:5] - settled[:, 5:8]) if len(settled) else np.zeros((1, 3))
-    low = samples[:, 8] < min_base_height
-    return {
-        "samples": int(len(samples)),
-        "vx_error_mean": float(err[:, 0].mean()),
-        "vy_error_mean": float(err[:, 1].mean()),
-        "wz_error_mean": float(err[:, 2].mean()),
-        "falls": int(np.sum(low[1:] & ~low[:-1]) + low[0]) if len(low) else 0,
-    }
+def tracking_kpis(samples: np.ndarray, dt: float, min_base_height: float) -> dict:
+    """samples: rows (t, cmd_vx, cmd_vy, cmd_wz, vx, vy, wz, z), one per control step; scored as campaigns are."""
+    from sim.kpis import count_events, settled, tracking_errors
+
+    commands, lin, ang = samples[:, 1:4], np.zeros((len(samples), 3)), np.zeros((len(samples), 3))
+    lin[:, :2], ang[:, 2] = samples[:, 4:6], samples[:, 6]
+    err_lin, err_ang = tracking_errors(commands, lin, ang, settled(commands, dt, SETTLE_S))
+    return {"samples": int(len(samples)), "tracking_error_lin": float(err_lin), "tracking_error_ang": float(err_ang),
+            "falls": int(count_events(samples[:, 7] < min_base_height))}
 
 
 def _start(executable: str, params: dict, log_dir: Path) -> subprocess.Popen:
@@ -155,11 +152,11 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
         if start["t"] is None:
             start["t"] = now
         t = now - start["t"]
-        cmd, since = command_at(segments, t)
+        cmd = command_at(segments, t)
         pub.publish(Twist(linear=type(msg.twist.twist.linear)(x=cmd[0], y=cmd[1]),
                           angular=type(msg.twist.twist.angular)(z=cmd[2])))
         v, w = msg.twist.twist.linear, msg.twist.twist.angular
-        samples.append([t, since, *cmd, v.x, v.y, w.z, msg.pose.pose.position.z])
+        samples.append([t, *cmd, v.x, v.y, w.z, msg.pose.pose.position.z])
 
     node.create_subscription(Odometry, "/odom", on_odom, qos_profile_sensor_data)
     executor = rclpy.executors.SingleThreadedExecutor(context=context)
@@ -182,7 +179,7 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
         node.destroy_node()
         rclpy.shutdown(context=context)
         _stop(procs)
-    kpis = tracking_kpis(np.array(samples), robot.termination.min_base_height)
+    kpis = tracking_kpis(np.array(samples), robot.control_dt, robot.termination.min_base_height)
     return {"robot": robot.name, "artifact": str(artifact), "field_twin": field_twin, "duration_s": duration,
             "lockstep": lockstep, **kpis}
 
@@ -196,11 +193,11 @@ def run(args: argparse.Namespace) -> int:
         task = bar.add_task("software in the loop (simulated s)", total=args.duration)
         summary = run_sil(args.artifact, args.duration, args.field_twin, args.commands, args.record, args.backend,
                           args.real_time, args.allow_unvalidated, progress=lambda t: bar.update(task, completed=t))
-    table = Table(title=f"{summary['robot']}, {args.duration:g} s simulated", caption=f"mean |error| after "
-                  f"{SETTLE_S:g} s of settling on each command")
+    table = Table(title=f"{summary['robot']}, {args.duration:g} s simulated",
+                  caption=f"means after {SETTLE_S:g} s settling per command")
     table.add_column("KPI")
     table.add_column("value", justify="right")
-    for key in ("vx_error_mean", "vy_error_mean", "wz_error_mean", "falls", "samples"):
+    for key in ("tracking_error_lin", "tracking_error_ang", "falls", "samples"):
         table.add_row(key, f"{summary[key]:.3f}" if isinstance(summary[key], float) else str(summary[key]))
     Console().print(table)
     if args.json:
