@@ -1,0 +1,49 @@
+"""Synthetic field logs for retraining tests: a rover driving a command script, written as ROS 2 MCAP with
+small chunks (so a truncated file still holds whole chunks before the damage)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from mcap_ros2.writer import Writer
+from rosbags.typesys import Stores, get_typestore
+
+JOINTS = ["left_wheel_joint", "right_wheel_joint"]
+
+
+def write_log(path: Path, commands: list[tuple[float, float, float, float]], lag: float = 0.0, dt: float = 0.02,
+              chunk_size: int = 2048) -> Path:
+    """commands: (seconds, vx, vy, wz) segments. The 'robot' reaches each command with a first-order lag of
+    `lag` seconds' time constant and keeps a steady error proportional to `lag` (a drifted robot is laggier)."""
+    store = get_typestore(Stores.ROS2_JAZZY)
+    with open(path, "wb") as f:
+        writer = Writer(f, chunk_size=chunk_size)
+        schemas = {t: writer.register_msgdef(t, store.generate_msgdef(t, ros_version=2)[0]) for t in (
+            "geometry_msgs/msg/Twist", "nav_msgs/msg/Odometry", "sensor_msgs/msg/Imu", "sensor_msgs/msg/JointState")}
+        vel, t_ns = np.zeros(3), 0
+        alpha = dt / (lag + dt)
+        for seconds, vx, vy, wz in commands:
+            cmd = np.array([vx, vy, wz])
+            for _ in range(int(round(seconds / dt))):
+                vel = vel + alpha * (cmd * (1 - lag) - vel)
+                vec = {"x": 0.0, "y": 0.0, "z": 0.0}
+                writer.write_message("/cmd_vel", schemas["geometry_msgs/msg/Twist"], {
+                    "linear": {**vec, "x": vx, "y": vy}, "angular": {**vec, "z": wz}}, log_time=t_ns)
+                stamp = {"sec": t_ns // 10**9, "nanosec": t_ns % 10**9}
+                writer.write_message("/imu/data", schemas["sensor_msgs/msg/Imu"], {
+                    "header": {"stamp": stamp, "frame_id": "imu_link"},
+                    "orientation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0},
+                    "angular_velocity": {**vec, "z": float(vel[2])}}, log_time=t_ns)
+                writer.write_message("/joint_states", schemas["sensor_msgs/msg/JointState"], {
+                    "header": {"stamp": stamp}, "name": JOINTS, "position": [0.0, 0.0],
+                    "velocity": [float(vel[0] * 10), float(vel[0] * 10)], "effort": []}, log_time=t_ns)
+                writer.write_message("/odom", schemas["nav_msgs/msg/Odometry"], {
+                    "header": {"stamp": stamp, "frame_id": "odom"}, "child_frame_id": "base_link",
+                    "pose": {"pose": {"position": {**vec, "z": 0.1}, "orientation": {"x": 0.0, "y": 0.0, "z": 0.0,
+                                                                                    "w": 1.0}}},
+                    "twist": {"twist": {"linear": {**vec, "x": float(vel[0]), "y": float(vel[1])},
+                                        "angular": {**vec, "z": float(vel[2])}}}}, log_time=t_ns)
+                t_ns += int(dt * 1e9)
+        writer.finish()
+    return path

@@ -1,0 +1,58 @@
+"""Field-log ingest: aligned arrays from real MCAP, episodes by command changes, damage reported not raised."""
+
+import numpy as np
+import pytest
+
+from sim.kpis import RobotLimits, episode_kpis
+from tests.field_logs import JOINTS, write_log
+from training.retrain.ingest import mcap_files, read_field_log
+
+SCRIPT = [(3.0, 0.5, 0.0, 0.0), (3.0, 0.0, 0.0, 0.8), (2.0, 0.3, 0.0, -0.5)]
+LIMITS = RobotLimits(np.full(2, -np.inf), np.full(2, np.inf), np.full(2, 8.0), 0.8, 0.05)
+
+
+def test_log_is_aligned_and_segmented(tmp_path):
+    log = read_field_log(write_log(tmp_path / "a.mcap", SCRIPT), JOINTS)
+    assert log.damage == []
+    assert len(log.t) == 400 and log.dt == pytest.approx(0.02)
+    assert [s.stop - s.start for s in log.episodes()] == [150, 150, 100]
+    assert np.allclose(log.commands[log.episodes()[1]][:, 2], 0.8)
+    assert np.allclose(log.projected_gravity, [0, 0, -1])
+
+
+def test_drifted_robot_scores_worse_with_the_campaign_kpis(tmp_path):
+    def lin_error(lag):
+        log = read_field_log(write_log(tmp_path / f"lag{lag}.mcap", SCRIPT, lag=lag), JOINTS)
+        first = log.episodes()[0]
+        return float(episode_kpis(log.trajectory(first), LIMITS, settle_s=0.5)["tracking_error_lin"])
+
+    assert lin_error(0.3) > 5 * lin_error(0.02)
+
+
+def test_truncated_log_keeps_what_came_before_and_says_where(tmp_path):
+    path = write_log(tmp_path / "full.mcap", SCRIPT)
+    data = path.read_bytes()
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(data[: len(data) // 2])
+    log = read_field_log(cut, JOINTS)
+    assert 50 < len(log.t) < 400
+    assert len(log.damage) == 1 and "cut.mcap: unreadable from byte" in log.damage[0]
+
+
+@pytest.mark.parametrize("content", [b"", b"not an mcap file at all", b"\x89MCAP0\r\n" + b"\xff" * 64])
+def test_corrupt_log_is_reported_not_raised(tmp_path, content):
+    bad = tmp_path / "bad.mcap"
+    bad.write_bytes(content)
+    log = read_field_log(bad, JOINTS)
+    assert len(log.t) == 0 and log.episodes() == []
+    assert log.damage and "bad.mcap" in log.damage[0]
+
+
+def test_partial_segments_are_skipped(tmp_path):
+    (tmp_path / "field_1").mkdir()
+    write_log(tmp_path / "field_1" / "field_1.mcap", SCRIPT)
+    (tmp_path / ".partial" / "field_2").mkdir(parents=True)
+    write_log(tmp_path / ".partial" / "field_2" / "field_2.mcap", SCRIPT)
+    assert [p.name for p in mcap_files(tmp_path)] == ["field_1.mcap"]
+    with pytest.raises(FileNotFoundError):
+        mcap_files(tmp_path / "missing")
