@@ -288,11 +288,8 @@ def set_pd_gains(model: mujoco.MjModel, spec: RobotSpec, kp: np.ndarray, kd: np.
     model.actuator_forcerange[:, 1] = strength * limit
 
 
-def joint_target_limits(spec: RobotSpec) -> tuple[np.ndarray, np.ndarray] | None:
-    """Target limits for the exported artifact: the MJCF joint ranges of a position-controlled robot (+-inf where
-    a joint has none); None otherwise (velocity robots rely on the action clip, torque robots on torque limits)."""
-    if spec.control_mode != "position":
-        return None
+def joint_ranges(spec: RobotSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The MJCF's joint ranges in action order (+-inf where a joint has none)."""
     model = build_model(spec)
     low, high = np.full(spec.num_actions, -np.inf), np.full(spec.num_actions, np.inf)
     for i, name in enumerate(spec.joints):
@@ -300,3 +297,9 @@ def joint_target_limits(spec: RobotSpec) -> tuple[np.ndarray, np.ndarray] | None
         if model.jnt_limited[joint.id]:
             low[i], high[i] = joint.range
     return low, high
+
+
+def joint_target_limits(spec: RobotSpec) -> tuple[np.ndarray, np.ndarray] | None:
+    """Target limits for the exported artifact: the joint ranges of a position-controlled robot; None otherwise
+    (velocity robots rely on the action clip, torque robots on their torque limits)."""
+    return joint_ranges(spec) if spec.control_mode == "position" else None

@@ -25,7 +25,7 @@ from sim.campaign.config import COMMAND_AXIS, CampaignConfig
 from sim.campaign.matrix import BatchJob, Scenario
 from sim.kpis import ACTION_TOL, RobotLimits, Trajectory, episode_kpis
 from sim.randomization import PhysicsParams, RandomizationConfig
-from sim.robot import RobotSpec, build_model
+from sim.robot import RobotSpec, joint_ranges
 from sim.twin import BatchedTwin
 
 TRACE_POINTS = 250  # a stored trajectory keeps at most this many points per channel (report plots)
@@ -87,12 +87,7 @@ def check_compatible(manifest: Manifest, spec: RobotSpec) -> None:
 
 def robot_limits(spec: RobotSpec) -> RobotLimits:
     """Joint ranges from the MJCF (every control mode), torque limits and fall criterion from the YAML."""
-    model = build_model(spec)
-    low, high = np.full(spec.num_actions, -np.inf), np.full(spec.num_actions, np.inf)
-    for i, name in enumerate(spec.joints):
-        joint = model.joint(name)
-        if model.jnt_limited[joint.id]:
-            low[i], high[i] = joint.range
+    low, high = joint_ranges(spec)
     return RobotLimits(
         low, high, np.asarray(spec.torque_limit), spec.termination.max_tilt_rad, spec.termination.min_base_height
     )
