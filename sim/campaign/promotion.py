@@ -20,4 +20,6 @@ def make_verdict(summary: Mapping, campaign_sha256: str, report_sha256: str, sum
         "report_sha256": report_sha256,
         "summary_sha256": summary_sha256,
         "validated_at": summary["finished_at"],
+        # the baseline field logs are compared with (training.retrain.drift)
+        "kpi_means": {k: v["mean"] for k, v in summary.get("kpis", {}).items()},
     }

@@ -1,0 +1,75 @@
+"""Drift: field KPIs against the deployed artifact's campaign baseline, under a trigger policy from YAML."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from sim.kpis import KPI_UNITS, RobotLimits, episode_kpis
+from training.retrain.ingest import FieldLog
+
+DEFAULT_TRIGGER = Path(__file__).resolve().parents[2] / "config" / "retrain" / "trigger.yaml"
+LABELS = {"tracking_error_lin": "tracking error", "tracking_error_ang": "yaw-rate error", "falls": "falls"}
+
+
+@dataclass(frozen=True)
+class KpiRule:
+    ratio: float = 2.0
+    min_abs: float = 0.0
+
+
+@dataclass(frozen=True)
+class TriggerPolicy:
+    kpis: dict[str, KpiRule] = field(default_factory=lambda: {"tracking_error_lin": KpiRule(2.0, 0.05)})
+    min_episodes: int = 3
+
+    @classmethod
+    def from_yaml(cls, path: str | Path = DEFAULT_TRIGGER) -> TriggerPolicy:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+        unknown = sorted(set(raw.get("kpis", {})) - set(KPI_UNITS))
+        if unknown:
+            raise ValueError(f"{path}: unknown KPI(s) {', '.join(unknown)}; known: {', '.join(KPI_UNITS)}")
+        try:
+            rules = {k: KpiRule(**v) for k, v in raw.get("kpis", {}).items()}
+        except TypeError as e:
+            raise ValueError(f"{path}: each KPI takes ratio and min_abs ({e})") from None
+        return cls(rules, int(raw.get("min_episodes", 3)))
+
+
+@dataclass
+class DriftDecision:
+    retrain: bool
+    reasons: list[str]  # one line per drifted KPI, or why no decision was possible
+    field: dict[str, float]
+    baseline: dict[str, float]
+    episodes: int
+
+
+def field_kpis(logs: list[FieldLog], limits: RobotLimits, settle_s: float = 0.5) -> tuple[dict[str, float], int]:
+    """Mean of each KPI over every episode of every log (the campaign's definitions), and the episode count."""
+    per_episode: dict[str, list[float]] = {}
+    for log in logs:
+        for span in log.episodes():
+            for name, value in episode_kpis(log.trajectory(span), limits, settle_s).items():
+                per_episode.setdefault(name, []).append(float(value))
+    count = len(next(iter(per_episode.values()), []))
+    return {k: float(np.mean(v)) for k, v in per_episode.items()}, count
+
+
+def decide(field: dict[str, float], episodes: int, baseline: dict[str, float], policy: TriggerPolicy) -> DriftDecision:
+    if episodes < policy.min_episodes:
+        return DriftDecision(False, [f"only {episodes} scored episode(s) in the logs; need {policy.min_episodes}"],
+                             field, baseline, episodes)
+    reasons = []
+    for name, rule in policy.kpis.items():
+        if name not in field or name not in baseline:
+            continue
+        f, b = field[name], baseline[name]
+        if f > rule.ratio * b and f - b >= rule.min_abs:
+            unit = KPI_UNITS[name]
+            reasons.append(f"{LABELS.get(name, name)} {f:.3g} {unit} in field vs {b:.3g} in campaign, "
+                           f"threshold {rule.ratio:g}x")
+    return DriftDecision(bool(reasons), reasons, field, baseline, episodes)
