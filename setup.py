@@ -36,6 +36,7 @@ EXTRAS = {
         "mcap==1.6.0",
         "mcap-ros2-support==0.6.0",
         "rosbags==0.11.9",
+        "cma==4.5.0",  # system identification of the twin from field logs
     ],
     "rlhf": [],
     # gymnasium[mujoco] is the anchor the twin benchmark measures beside itself

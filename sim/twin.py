@@ -84,7 +84,7 @@ class BatchedTwin(gym.vector.VectorEnv):
         spec, n = self.spec, self.num_envs
         self.last_actions = self.actions
         self.actions = actions
-        joint_vel_before = self.backend.state()["joint_vel"].copy()
+        joint_vel_before = self.backend.state()["joint_vel"]
 
         self._target_history = np.roll(self._target_history, 1, axis=0)
         self._target_history[0] = self._targets(actions)

@@ -40,7 +40,8 @@ class TwinBackend(ABC):
 
     @abstractmethod
     def state(self) -> dict[str, np.ndarray]:
-        """base_pos, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel; leading axis num_envs."""
+        """base_pos, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel; leading axis num_envs.
+        Fresh arrays each call: stepping never changes what an earlier call returned."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass

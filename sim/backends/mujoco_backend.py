@@ -101,14 +101,15 @@ class MujocoBackend(TwinBackend):
             )
 
     def state(self) -> dict[str, np.ndarray]:
+        # copies, not views: the next step overwrites self._state in place, and callers keep these arrays
         qpos = self._state[:, self._qpos]
         qvel = self._state[:, self._qvel]
         q, v = self._base_q, self._base_v
         return {
-            "base_pos": qpos[:, q : q + 3],
-            "base_quat": qpos[:, q + 3 : q + 7],
-            "base_lin_vel": qvel[:, v : v + 3],  # free joint: world frame
-            "base_ang_vel": qvel[:, v + 3 : v + 6],  # free joint: body frame
+            "base_pos": qpos[:, q : q + 3].copy(),
+            "base_quat": qpos[:, q + 3 : q + 7].copy(),
+            "base_lin_vel": qvel[:, v : v + 3].copy(),  # free joint: world frame
+            "base_ang_vel": qvel[:, v + 3 : v + 6].copy(),  # free joint: body frame
             "joint_pos": qpos[:, self._joint_q],
             "joint_vel": qvel[:, self._joint_v],
         }

@@ -17,7 +17,7 @@ from mcap_ros2.decoder import DecoderFactory
 from edge.observation import projected_gravity
 from sim.kpis import Trajectory
 
-TOPICS = ("/cmd_vel", "/odom", "/imu/data", "/joint_states")
+TOPICS = ("/cmd_vel", "/odom", "/imu/data", "/joint_states", "/joint_commands")
 
 
 @dataclass
@@ -33,6 +33,7 @@ class FieldLog:
     base_height: np.ndarray  # (T,) odom z
     joint_pos: np.ndarray  # (T, n) manifest joint order
     joint_vel: np.ndarray  # (T, n)
+    joint_targets: np.ndarray  # (T, n) the latest /joint_commands (NaN before the first)
     damage: list[str] = field(default_factory=list)  # human-readable notes of unreadable spans
 
     @property
@@ -86,7 +87,7 @@ def read_field_log(path: str | Path, joint_names: list[str]) -> FieldLog:
     damage: list[str] = []
     n = len(joint_names)
     cmd, imu_w, imu_q = np.zeros(3), np.zeros(3), np.array([1.0, 0, 0, 0])
-    q, qd = np.full(n, np.nan), np.full(n, np.nan)
+    q, qd, targets = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     rows = []
     for topic, stamp, msg in _read_messages(path, damage):
         if topic == "/cmd_vel":
@@ -99,11 +100,14 @@ def read_field_log(path: str | Path, joint_names: list[str]) -> FieldLog:
             if all(j in names for j in joint_names) and len(msg.position) == len(names) == len(msg.velocity):
                 idx = [names.index(j) for j in joint_names]
                 q, qd = np.asarray(msg.position)[idx], np.asarray(msg.velocity)[idx]
+        elif topic == "/joint_commands":
+            if len(msg.data) == n:
+                targets = np.asarray(msg.data, dtype=np.float64)
         else:  # /odom: one control step
             v, p = msg.twist.twist.linear, msg.pose.pose.position
-            rows.append((stamp * 1e-9, cmd, np.array([v.x, v.y, v.z]), imu_w, imu_q, p.z, q, qd))
+            rows.append((stamp * 1e-9, cmd, np.array([v.x, v.y, v.z]), imu_w, imu_q, p.z, q, qd, targets))
     if not rows:
-        return FieldLog(path, np.zeros(0), *(np.zeros((0, 3)),) * 4, np.zeros(0), np.zeros((0, n)),
-                        np.zeros((0, n)), damage)
-    t, c, lin, ang, quat, z, jp, jv = (np.array(x) for x in zip(*rows, strict=True))
-    return FieldLog(path, t - t[0], c, lin, ang, projected_gravity(quat), z, jp, jv, damage)
+        empty = np.zeros((0, n))
+        return FieldLog(path, np.zeros(0), *(np.zeros((0, 3)),) * 4, np.zeros(0), empty, empty, empty, damage)
+    t, c, lin, ang, quat, z, jp, jv, jt = (np.array(x) for x in zip(*rows, strict=True))
+    return FieldLog(path, t - t[0], c, lin, ang, projected_gravity(quat), z, jp, jv, jt, damage)
