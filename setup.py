@@ -27,7 +27,7 @@ EXTRAS = {
     "newton": ["newton==1.8.0", "warp-lang==1.19.0"],
     "train": [
         "torch==2.13.0",
-        "ray[train,tune]==2.60.0",
+        "ray[train,tune,rllib]==2.60.0",
         "rsl-rl-lib==5.5.1",
         "onnx==1.23.2",
         "onnxscript==0.7.2",  # torch.onnx's dynamo exporter
@@ -40,7 +40,8 @@ EXTRAS = {
     ],
     "rlhf": [],
     # gymnasium[mujoco] is the anchor the twin benchmark measures beside itself
-    "dev": ["pytest>=8", "ruff>=0.6", "catkin_pkg>=1.0", "gymnasium[mujoco]==1.4.0", *ROS_WHEELS],
+    "dev": ["pytest>=8", "ruff>=0.6", "catkin_pkg>=1.0", "gymnasium[mujoco]==1.4.0", "stable-baselines3==2.9.2",
+            *ROS_WHEELS],
 }
 
 setup(

@@ -17,7 +17,9 @@ from edge.errors import UserError  # noqa: F401 - subcommands raise training.cli
 # name -> module; imported only when that subcommand runs, so `sim2real --help` stays fast
 SUBCOMMANDS = {
     "demo": "sim.demo",
+    "export": "training.export_cmd",
     "sil": "ros_nodes.sil",
+    "train": "training.train_cmd",
     "validate": "training.validate_cmd",
 }
 
