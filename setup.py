@@ -27,7 +27,7 @@ EXTRAS = {
     "newton": ["newton==1.8.0", "warp-lang==1.19.0"],
     "train": [
         "torch==2.13.0",
-        "ray[train,tune,rllib]==2.60.0",
+        "ray[train,tune]==2.60.0",
         "rsl-rl-lib==5.5.1",
         "onnx==1.23.2",
         "onnxscript==0.7.2",  # torch.onnx's dynamo exporter
@@ -40,8 +40,10 @@ EXTRAS = {
     ],
     "rlhf": [],
     # gymnasium[mujoco] is the anchor the twin benchmark measures beside itself
+    # RLlib, the PPO benchmark's second anchor, takes ray[rllib]'s dependencies without its gymnasium==1.2.2 pin
+    # (the twin uses gymnasium 1.4; RLlib 2.60 runs on it)
     "dev": ["pytest>=8", "ruff>=0.6", "catkin_pkg>=1.0", "gymnasium[mujoco]==1.4.0", "stable-baselines3==2.9.2",
-            *ROS_WHEELS],
+            "dm-tree==0.1.10", "lz4==4.4.5", "pyarrow==26.0.1", "ormsgpack==1.13.1", *ROS_WHEELS],
 }
 
 setup(
