@@ -140,16 +140,35 @@ def _lifecycle(node, ex):
     get = node.create_client(GetState, "/policy_node/get_state")
     assert spin_until(ex, lambda: change.service_is_ready() and get.service_is_ready(), 30)
 
-    def call(client, request):
+    def call(client, request, timeout=10.0):
         future = client.call_async(request)
-        assert spin_until(ex, future.done, 10)
-        return future.result()
+        spin_until(ex, future.done, timeout)
+        return future.result() if future.done() else None
+
+    # service_is_ready covers the request path only: under load a reply can be lost while the response path is
+    # still matching. get_state changes nothing, so repeat it until it answers; a transition whose reply is lost is
+    # judged by the state it left (re-sending it could hit rclpy's crash on a transition invalid in that state).
+    end = time.monotonic() + 30
+    while call(get, GetState.Request(), 2.0) is None and time.monotonic() < end:
+        pass
+    goal = {Transition.TRANSITION_CONFIGURE: "inactive", Transition.TRANSITION_ACTIVATE: "active",
+            Transition.TRANSITION_DEACTIVATE: "inactive", Transition.TRANSITION_CLEANUP: "unconfigured"}
 
     def transition(tid):
-        return call(change, ChangeState.Request(transition=Transition(id=tid))).success
+        before = state()
+        for _ in range(2):
+            result = call(change, ChangeState.Request(transition=Transition(id=tid)), 5.0)
+            if result is not None:
+                return result.success
+            now = state()
+            if now != before:
+                return now == goal[tid]
+        raise AssertionError("no reply from /policy_node/change_state")
 
     def state():
-        return call(get, GetState.Request()).current_state.label
+        result = call(get, GetState.Request())
+        assert result is not None, "no reply from /policy_node/get_state"
+        return result.current_state.label
 
     return transition, state
 
