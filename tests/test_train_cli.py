@@ -5,11 +5,6 @@ import pytest
 from training import cli
 
 
-@pytest.fixture(autouse=True)
-def registered():
-    cli.SUBCOMMANDS.setdefault("train", "training.train_cmd")
-
-
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
