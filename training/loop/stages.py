@@ -1,0 +1,227 @@
+"""The eight stages of `sim2real loop`, one function each, in the order they run.
+
+A stage reads what earlier stages produced (ctx.results), does its work under ctx.out, and returns a
+StageResult: a verdict, one key figure for the summary table, and JSON-able data for the report and for later
+stages. Each stage is safe to re-run after an interruption: it resumes its own work where the tool it calls can
+(PPO from its last checkpoint, the campaign from its results file, RLHF and retraining per sub-stage) and
+otherwise starts that stage over.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edge.errors import UserError
+from training.loop.config import LoopConfig
+
+Progress = Callable[[float, str], None]  # (fraction done in [0, 1], what is happening)
+
+PASS, WARN, FAIL, SKIPPED = "pass", "warn", "fail", "skipped"
+
+
+@dataclass
+class StageResult:
+    verdict: str  # pass | warn (ran, below target) | fail (the loop stops) | skipped
+    figure: str  # the key figure, one short line
+    data: dict = field(default_factory=dict)
+
+
+@dataclass
+class StageContext:
+    cfg: LoopConfig
+    out: Path
+    results: dict[str, StageResult]  # the stages finished so far
+    progress: Progress
+
+    def data(self, stage: str) -> dict:
+        return self.results[stage].data
+
+
+# ---------------------------------------------------------------------------------------------------- 1 train
+def train(ctx: StageContext) -> StageResult:
+    from training.ppo import PPOConfig
+    from training.ppo import train as ppo_train
+    from training.ppo.checkpoint import latest_checkpoint
+
+    sizes = ctx.cfg.sizes
+    overrides = {"run_root": str(ctx.out / "train"), "stop_at_threshold": True, "seed": ctx.cfg.seed,
+                 "export": False}
+    if sizes.ppo_iterations is not None:
+        overrides["iterations"] = sizes.ppo_iterations
+    if sizes.ppo_max_seconds is not None:
+        overrides["max_seconds"] = sizes.ppo_max_seconds
+    cfg = PPOConfig.for_robot(ctx.cfg.robot, **overrides)
+    run_dir = _unfinished_run(ctx.out / "train", latest_checkpoint)
+    if run_dir is None or not (run_dir / "summary.json").is_file():
+        run_dir = ppo_train(cfg, resume=run_dir, show_progress=True)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    final = summary.get("final_eval") or {}
+    reached = summary.get("threshold")
+    figure = (f"threshold at iteration {reached['iteration']} ({reached['train_seconds']:.0f} s)" if reached
+              else f"threshold not reached in {summary['iteration']} iterations")
+    if final:
+        figure += f"; |vx err| {final.get('vx', float('nan')):.3f} m/s, |wz err| {final.get('wz', float('nan')):.3f}"
+    return StageResult(PASS if reached else WARN, figure, {
+        "run_dir": str(run_dir), "iterations": summary["iteration"], "env_steps": summary["env_steps"],
+        "env_steps_per_s": summary["env_steps_per_s"], "threshold": reached, "final_eval": final,
+        "progress_file": str(run_dir / "progress.jsonl")})
+
+
+def _unfinished_run(root: Path, latest_checkpoint) -> Path | None:
+    """The loop's own training run when an earlier attempt got far enough to leave a checkpoint."""
+    runs = sorted(p for p in root.glob("*/*") if p.is_dir() and latest_checkpoint(p) is not None)
+    return runs[-1] if runs else None
+
+
+# --------------------------------------------------------------------------------------------------- 2 export
+def export(ctx: StageContext) -> StageResult:
+    from edge.manifest import load_manifest
+    from training.ppo.export_hook import export_run
+
+    artifact = export_run(Path(ctx.data("train")["run_dir"]), ctx.out / "policy")
+    manifest = load_manifest(artifact)
+    sha = manifest.policy["sha256"]
+    return StageResult(PASS, f"policy.onnx {sha[:12]}, {manifest.control_period * 1e3:g} ms period",
+                       {"artifact": str(artifact), "sha256": sha})
+
+
+# ------------------------------------------------------------------------------------------------- 3 validate
+def validate(ctx: StageContext) -> StageResult:
+    outcome = run_gate(ctx.data("export")["artifact"], ctx.cfg.sizes.campaign, ctx.out / "validation", ctx.progress)
+    return _campaign_result(outcome)
+
+
+def run_gate(artifact: str, campaign: str, out: Path, progress: Progress):
+    from sim.campaign.config import load_campaign
+    from sim.campaign.runner import run_campaign
+
+    return run_campaign(artifact, load_campaign(campaign), out,
+                        progress=lambda done, total: progress(done / max(total, 1), f"{done}/{total} episodes"))
+
+
+def _campaign_result(outcome) -> StageResult:
+    from sim.campaign.runner import REPORT_FILE
+
+    s = outcome.summary
+    means = {k: v["mean"] for k, v in s["kpis"].items()}
+    figure = (f"{s['episodes'] - s['failing_episodes']}/{s['episodes']} episodes pass; tracking "
+              f"{means.get('tracking_error_lin', float('nan')):.3f} m/s, "
+              f"{means.get('tracking_error_ang', float('nan')):.3f} rad/s")
+    return StageResult(PASS if outcome.passed else FAIL, figure, {
+        "passed": outcome.passed, "summary_file": str(outcome.out_dir / "summary.json"),
+        "report": str(outcome.out_dir / REPORT_FILE), "kpi_means": means,
+        "episodes": s["episodes"], "failing_episodes": s["failing_episodes"]})
+
+
+# ---------------------------------------------------------------------------------------------- 4 instruction
+def instruction(ctx: StageContext) -> StageResult:
+    from training.rlhf.pipeline import run_pipeline
+
+    r = run_pipeline(ctx.out / "instruction", robot=ctx.cfg.robot, budget=ctx.cfg.sizes.rlhf,
+                     engine=ctx.cfg.rlhf_engine, progress=lambda stage, f: ctx.progress(f, stage))
+    on_target = r["intent_accuracy"] >= 0.9 and r["json_valid_rate"] >= 1.0
+    figure = (f"intent {100 * r['intent_accuracy']:.0f}% (SFT {100 * r['intent_accuracy_sft']:.0f}%), "
+              f"JSON valid {100 * r['json_valid_rate']:.0f}%")
+    return StageResult(PASS if on_target else WARN, figure, r)
+
+
+# --------------------------------------------------------------------------------------------------- 5 deploy
+def deploy(ctx: StageContext) -> StageResult:
+    return _field_run(ctx, ctx.data("export")["artifact"], ctx.out / "field_logs")
+
+
+def _field_run(ctx: StageContext, artifact: str, logs: Path) -> StageResult:
+    """The artifact on the hidden-parameter field twin over real ROS 2, recorded to MCAP."""
+    from ros_nodes.sil import run_sil
+
+    shutil.rmtree(logs, ignore_errors=True)  # a re-run records afresh: an interrupted run's logs are partial
+    model = ctx.results.get("instruction")
+    seconds = ctx.cfg.sizes.sil_seconds
+    summary = run_sil(artifact, seconds, field_twin=ctx.cfg.field_twin, record=str(logs),
+                      instructions=ctx.cfg.instructions if model else None,
+                      instruction_model=model.data["model_dir"] if model else None,
+                      instruction_backend=ctx.cfg.instruction_backend,
+                      progress=lambda t: ctx.progress(t / seconds, f"{t:.1f}/{seconds:g} s simulated"))
+    figure = (f"tracking {summary['tracking_error_lin']:.3f} m/s, {summary['tracking_error_ang']:.3f} rad/s, "
+              f"{summary['falls']} falls over {seconds:g} s")
+    return StageResult(PASS if not summary["falls"] else WARN, figure, {**summary, "logs": str(logs)})
+
+
+# -------------------------------------------------------------------------------------------------- 6 analyse
+def analyse(ctx: StageContext) -> StageResult:
+    from edge.manifest import load_manifest
+    from sim.campaign.rollout import robot_limits
+    from sim.robot import load_robot
+    from training.retrain.drift import TriggerPolicy, decide, field_kpis
+    from training.retrain.ingest import mcap_files, read_field_log
+
+    manifest = load_manifest(ctx.data("export")["artifact"])
+    spec = load_robot(manifest.robot["name"])
+    files = mcap_files(ctx.data("deploy")["logs"])
+    if not files:
+        raise UserError(f"no MCAP field logs in {ctx.data('deploy')['logs']}")
+    logs = [read_field_log(f, list(spec.joints)) for f in files]
+    kpis, episodes = field_kpis(logs, robot_limits(spec))
+    baseline = manifest.campaign_verdict["kpi_means"]
+    decision = decide(kpis, episodes, baseline, TriggerPolicy.from_yaml())
+    damage = [d for log in logs for d in log.damage]
+    reason = "; ".join(decision.reasons) or "field KPIs within the trigger's limits of the campaign baseline"
+    return StageResult(WARN if decision.retrain else PASS, ("drift: " if decision.retrain else "no drift: ") + reason,
+                       {"retrain": decision.retrain, "reasons": decision.reasons, "field_kpis": kpis,
+                        "baseline_kpis": baseline, "episodes": episodes, "files": [str(f) for f in files],
+                        "damage": damage})
+
+
+# -------------------------------------------------------------------------------------------------- 7 retrain
+def retrain(ctx: StageContext) -> StageResult:
+    if not ctx.data("analyse")["retrain"]:
+        return StageResult(SKIPPED, "no drift detected: the deployed artifact stays", {"promoted": False})
+    from training.retrain.pipeline import retrain as run_retrain
+
+    r = run_retrain(Path(ctx.data("deploy")["logs"]), Path(ctx.data("export")["artifact"]), ctx.out / "retrain",
+                    budget=ctx.cfg.sizes.retrain, registry=ctx.out / "registry.sqlite",
+                    progress=lambda stage, f: ctx.progress(f, stage)).to_dict()
+    identified = ", ".join(f"{k} {v:.3g}" for k, v in r["identified"].items())
+    verdict = "promoted" if r["promoted"] else f"not promoted ({r['promotion_reason']})"
+    figure = f"identified {identified}; {verdict}"
+    return StageResult(PASS if r["promoted"] else WARN, figure, r)
+
+
+# ---------------------------------------------------------------------------------------------------- 8 final
+def final(ctx: StageContext) -> StageResult:
+    """The artifact deployed at the end (promoted, or the original one) on the same field twin, against the
+    first deployment: how much of the field-vs-campaign gap retraining closed."""
+    from edge.manifest import load_manifest
+    from edge.validation import require_validated
+
+    promoted = ctx.data("retrain").get("promoted")
+    artifact = ctx.data("retrain")["new_artifact"] if promoted else ctx.data("export")["artifact"]
+    require_validated(load_manifest(artifact), artifact_dir=artifact)
+    result = _field_run(ctx, str(artifact), ctx.out / "field_logs_final")
+    before, after = ctx.data("deploy")["tracking_error_lin"], result.data["tracking_error_lin"]
+    baseline = ctx.data("analyse")["baseline_kpis"].get("tracking_error_lin")
+    gap = before - baseline if baseline is not None else 0.0
+    closed = (before - after) / gap if gap > 1e-9 else None
+    result.data.update({"artifact": str(artifact), "promoted": bool(promoted), "before_lin": before,
+                        "baseline_lin": baseline, "gap_closed": closed})
+    if closed is not None:
+        result.figure = (f"tracking {after:.3f} m/s (first deployment {before:.3f}, campaign {baseline:.3f}): "
+                         f"{100 * closed:.0f}% of the gap closed")
+    return result
+
+
+STAGES: list[tuple[str, Callable[[StageContext], StageResult], str]] = [
+    ("train", train, "PPO in batched digital twins"),
+    ("export", export, "ONNX artifact + manifest"),
+    ("validate", validate, "scenario campaign gate"),
+    ("instruction", instruction, "instruction model: SFT + RLHF with vLLM"),
+    ("deploy", deploy, "software in the loop over ROS 2 on the field twin"),
+    ("analyse", analyse, "field-log KPIs and drift"),
+    ("retrain", retrain, "system id, fine-tune, re-validate, promote"),
+    ("final", final, "deployment check of the artifact in service"),
+]
+STAGE_NAMES = [name for name, _, _ in STAGES]

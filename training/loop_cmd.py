@@ -1,0 +1,111 @@
+"""`sim2real loop`: the whole three-computer loop on this machine, stage by stage, with a report.
+
+Exit codes: 0 every stage ran (warnings allowed), 1 a stage failed (e.g. the campaign gate), 2 a usage error,
+130 interrupted (re-run the same command to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "Run the whole loop: train, export, validate, RLHF, deploy over ROS 2, analyse field logs, retrain, check."
+EXAMPLES = """examples:
+  sim2real loop                                  # rover, quick budget (about 15 min on 2 cores)
+  sim2real loop --budget minimal                 # the CI-sized run (a few minutes; figures not meaningful)
+  sim2real loop --robot quadruped --budget full
+  sim2real loop --robot my_robot.yaml --out runs/my-loop
+  sim2real loop --until validate                 # stop after the campaign gate
+
+Re-running resumes the newest unfinished runs/loop-* of the same robot and budget (or --out DIR) after its last
+finished stage; --fresh starts a new run. DIR/report.html holds every stage's verdict, figures and plots.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from training.loop.config import BUDGETS, LoopConfig
+    from training.loop.stages import STAGE_NAMES
+
+    defaults = LoopConfig(out="-")
+    p.add_argument("--robot", default=defaults.robot, help="robot name or YAML path (default rover)")
+    p.add_argument("--budget", default=defaults.budget, choices=list(BUDGETS),
+                   help="size of every stage (default quick)")
+    p.add_argument("--out", help="run directory (default: resume the newest unfinished runs/loop-*, else a new one)")
+    p.add_argument("--fresh", action="store_true", help="start a new run directory even if one can be resumed")
+    p.add_argument("--field-twin", default=defaults.field_twin, help="YAML of the field twin's hidden parameters")
+    p.add_argument("--instructions", default=defaults.instructions, help="instruction script for instruction_node")
+    p.add_argument("--rlhf-engine", default=defaults.rlhf_engine, choices=("vllm", "transformers"),
+                   help="what generates the RLHF samples (default vllm)")
+    p.add_argument("--until", choices=STAGE_NAMES, help="stop after this stage")
+    p.add_argument("--seed", type=int, default=defaults.seed)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.table import Table
+
+    from training.loop.config import LoopConfig
+    from training.loop.runner import REPORT_FILE, latest_unfinished, run_loop
+    from training.loop.stages import FAIL, STAGES
+
+    for path, what in ((args.field_twin, "--field-twin"), (args.instructions, "--instructions")):
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{what}: no such file {path}")
+    out = args.out or (None if args.fresh else latest_unfinished(Path("runs"), LoopConfig(args.robot, args.budget,
+                                                                                          out="-")))
+    cfg = LoopConfig(robot=args.robot, budget=args.budget, out=str(out or ""), field_twin=args.field_twin,
+                     instructions=args.instructions, rlhf_engine=args.rlhf_engine, seed=args.seed,
+                     until=args.until or "")
+    console = Console(width=None if Console().is_terminal else 110)
+    console.print(f"[bold]sim2real loop[/]: {cfg.robot}, budget {cfg.budget}, run directory {cfg.out}"
+                  + (" (resuming)" if out and not args.out else ""))
+    current: dict = {"bar": None, "task": None}  # a stage's bar starts with its first progress report
+
+    def announce(index: int, name: str, description: str, eta_s: float) -> None:
+        console.rule(f"[bold]{index + 1}/{len(STAGES)} {name}[/]: {description} "
+                     f"(about {_minutes(eta_s)} left for the loop)")
+
+    def progress(fraction: float, note: str) -> None:
+        if current["bar"] is None:
+            current["bar"] = Progress(TextColumn("  {task.description}"), BarColumn(),
+                                      TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
+                                      TimeRemainingColumn(), console=console, transient=True)
+            current["bar"].start()
+            current["task"] = current["bar"].add_task(note, total=1.0)
+        current["bar"].update(current["task"], completed=min(max(fraction, 0.0), 1.0), description=note)
+
+    def stop_bar() -> None:
+        if current["bar"] is not None:
+            current["bar"].stop()
+            current["bar"] = None
+
+    def finished(name: str, result, seconds: float) -> None:
+        stop_bar()
+        colour = {"pass": "green", "warn": "yellow", "fail": "red"}.get(result.verdict, "white")
+        console.print(f"[{colour}]{result.verdict.upper()}[/] {name} ({seconds:.0f} s): {result.figure}")
+
+    try:
+        state = run_loop(cfg, announce, finished, progress)
+    except KeyboardInterrupt:
+        stop_bar()
+        print(f"sim2real loop: interrupted; finished stages are kept in {cfg.out}: run the same command "
+              f"(or --out {cfg.out}) to resume", file=sys.stderr)
+        return 130
+    finally:
+        stop_bar()
+    table = Table(title=f"sim2real loop: {cfg.robot}, budget {cfg.budget}")
+    for column in ("stage", "verdict", "key figure", "time"):
+        table.add_column(column, justify="right" if column == "time" else "left")
+    for name, _, _ in STAGES:
+        s = state.stages.get(name)
+        if s:
+            table.add_row(name, s["verdict"], s["figure"], f"{s['seconds']:.0f} s")
+    console.print(table)
+    console.print(f"report: {Path(cfg.out) / REPORT_FILE}")
+    return 1 if any(s["verdict"] == FAIL for s in state.stages.values()) else 0
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
