@@ -50,7 +50,7 @@ class TwinGymEnv(gym.Env):
         if seed is not None or not self._started:  # otherwise the twin already reset this env in its last step
             self.twin.reset(seed=seed)
             self._started = True
-        return self.twin._obs[0].copy(), {}
+        return self.twin.observations[0], {}
 
     def step(self, action):
         obs, rew, terminated, truncated, info = self.twin.step(np.asarray(action, dtype=np.float64)[None])

@@ -7,6 +7,8 @@ actuation latency at physics-step resolution, and non-finite actions replaced by
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from pathlib import Path
 
@@ -19,6 +21,8 @@ from sim.backends import make_backend
 from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
 from sim.robot import RobotSpec, load_robot
 from sim.tasks.velocity_tracking import VelocityTrackingTask
+
+_SNAPSHOT_ARRAYS = ("commands", "actions", "last_actions", "episode_length", "episode_return")
 
 
 class BatchedTwin(gym.vector.VectorEnv):
@@ -167,6 +171,45 @@ class BatchedTwin(gym.vector.VectorEnv):
     def safe_action(self) -> np.ndarray:
         """The action that holds the default pose (position) or stops the joints (velocity, torque)."""
         return np.zeros(self.spec.num_actions)
+
+    # ------------------------------------------------------------------ snapshot
+    @property
+    def observations(self) -> np.ndarray:
+        """The current observation batch (after reset, step, set_commands or load_state_dict), as a copy."""
+        return self._obs.copy()
+
+    def state_dict(self) -> dict:
+        """Everything the next step depends on, as numpy arrays, numbers and strings (no pickling needed):
+        physics, commands, actions, episode counters and reward sums, the actuation-latency history, the
+        randomised parameters and the random generator. load_state_dict() continues exactly from here."""
+        arrays = {k: np.array(getattr(self, k)) for k in _SNAPSHOT_ARRAYS}
+        return {
+            "num_envs": self.num_envs,
+            "physics": self.backend.raw_state(),
+            "arrays": {**arrays, "target_history": self._target_history.copy(), "observations": self._obs.copy()},
+            "episode_terms": {k: v.copy() for k, v in self.episode_terms.items()},
+            "params": {f.name: getattr(self.params, f.name).copy() for f in dataclasses.fields(PhysicsParams)},
+            # PCG64's state holds 128-bit integers: JSON keeps them exact
+            "rng": json.dumps(self.rng.bit_generator.state),
+            "counters": {"nan_action_count": self.nan_action_count, "physics_fault_count": self.physics_fault_count},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["num_envs"] != self.num_envs:
+            raise ValueError(f"state holds {state['num_envs']} envs, the twin has {self.num_envs}")
+        self.backend.load_raw_state(state["physics"])
+        arrays = state["arrays"]
+        for k in _SNAPSHOT_ARRAYS:
+            setattr(self, k, np.array(arrays[k]))
+        self._target_history = np.array(arrays["target_history"])
+        self._history_len = len(self._target_history)
+        self._obs = np.array(arrays["observations"], dtype=np.float32)
+        self.episode_terms = {k: np.array(v) for k, v in state["episode_terms"].items()}
+        self.params = PhysicsParams(**{k: np.array(v) for k, v in state["params"].items()})
+        self.backend.set_params(np.arange(self.num_envs), self.params)
+        self.rng.bit_generator.state = json.loads(state["rng"])
+        for k, v in state["counters"].items():
+            setattr(self, k, int(v))
 
     # ------------------------------------------------------------------ internals
     def _check_actions(self, actions) -> np.ndarray:

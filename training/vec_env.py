@@ -46,7 +46,7 @@ class TwinVecEnv(VecEnv):
         self.twin.episode_length[:] = np.minimum(value.cpu().numpy(), self.max_episode_length - 1)
 
     def get_observations(self) -> TensorDict:
-        return self._wrap(self.twin._obs)  # the twin's current observation (also after set_commands or a restore)
+        return self._wrap(self.twin.observations)
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         obs, rew, terminated, truncated, info = self.twin.step(actions.detach().cpu().numpy())

@@ -43,5 +43,12 @@ class TwinBackend(ABC):
         """base_pos, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel; leading axis num_envs.
         Fresh arrays each call: stepping never changes what an earlier call returned."""
 
+    def raw_state(self) -> np.ndarray:
+        """The engine's complete state of every env (a copy), for exact snapshots; see load_raw_state."""
+        raise NotImplementedError(f"{type(self).__name__} cannot snapshot its state")
+
+    def load_raw_state(self, state: np.ndarray) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot restore a state snapshot")
+
     def close(self) -> None:  # noqa: B027 - optional hook
         pass

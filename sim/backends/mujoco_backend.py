@@ -114,6 +114,14 @@ class MujocoBackend(TwinBackend):
             "joint_vel": qvel[:, self._joint_v],
         }
 
+    def raw_state(self) -> np.ndarray:
+        return self._state.copy()
+
+    def load_raw_state(self, state: np.ndarray) -> None:
+        if np.shape(state) != self._state.shape:
+            raise ValueError(f"physics state of shape {np.shape(state)}, this model needs {self._state.shape}")
+        self._state[:] = state
+
     def mjdata(self, env_id: int) -> mujoco.MjData:
         """A fresh MjData holding env `env_id`'s current state (for viewers, debugging and benchmarks)."""
         data = mujoco.MjData(self.models[env_id])
