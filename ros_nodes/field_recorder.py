@@ -64,6 +64,8 @@ class FieldRecorder(Node):
                 continue
             type_name = available[topic][0]
             publishers = self.get_publishers_info_by_topic(topic)
+            if not publishers:  # seen only through subscribers so far: the QoS to match is the publishers'
+                continue
             best_effort = any(p.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT for p in publishers)
             # a best-effort subscriber hears every publisher; a reliable one only reliable publishers
             qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else

@@ -19,6 +19,7 @@ from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.executors import ExternalShutdownException
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
@@ -67,14 +68,30 @@ class PolicyNode(Node):
         self.declare_parameter("allow_unvalidated", False,
                                _describe("run an artifact without a passing campaign verdict (development only)"))
         self.declare_parameter("trigger", "timer",
-                               _describe("timer: tick at the control rate; joint_states: tick on each /joint_states "
-                                         "(the driver sets the rate; the timer then only watches for silence)"))
+                               _describe("timer: tick at the control rate; joint_states: tick once per /joint_states, "
+                                         "when the other inputs of that instant are in (the driver sets the rate; "
+                                         "the timer then only watches for silence)"))
         self.declare_parameter("autostart", True, _describe("configure and activate at start-up"))
         self.policy = None
         self._timer = None
         self._subs: list = []
         self._pub_cmd = None
         self._pub_diag = None
+        change_state = self._service_change_state.callback
+
+        def guarded_change_state(request, response):
+            # rclpy answers a request by transition id that the current state does not offer (e.g. activate while
+            # unconfigured) with an exception out of the service callback, which ends the node's spin
+            try:
+                return change_state(request, response)
+            except _rclpy.RCLError:
+                t = request.transition
+                self.get_logger().warn(f"refused lifecycle transition {t.label or t.id!r}: not available from state "
+                                       f"{self._state_machine.current_state[1]!r}")
+                response.success = False
+                return response
+
+        self._service_change_state.callback = guarded_change_state
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -117,6 +134,9 @@ class PolicyNode(Node):
                 self.cmd_low[i], self.cmd_high[i] = max(self.cmd_low[i], -o), min(self.cmd_high[i], o)
         self.needed = sorted({SOURCES[t.name] for t in self.layout.terms if t.name in SOURCES})
         self.output_type = output_type
+        # input age on the node's clock: under /clock (software in the loop) a slow wall-clock step is not a stale
+        # input, the world waits for us; on the robot, monotonic time
+        self._sim_time = bool(self.get_parameter("use_sim_time").value)
         self._reset_inputs()
 
         self._pub_cmd = self.create_lifecycle_publisher(
@@ -137,6 +157,8 @@ class PolicyNode(Node):
         self.policy.reset()
         self._last_action = self.policy.safety.safe_action.astype(np.float64)
         self._last_tick = None
+        self._last_tick_clock_ns = None
+        self._due_ns = None
         self._timer = self.create_timer(self.period, self._tick if self.trigger == "timer" else self._watchdog)
         self._diag_timer = self.create_timer(1.0, self._publish_diagnostics)
         return super().on_activate(state)
@@ -146,6 +168,7 @@ class PolicyNode(Node):
         self.destroy_timer(self._timer)
         self.destroy_timer(self._diag_timer)
         self._timer = None
+        self._due_ns = None
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
@@ -165,7 +188,10 @@ class PolicyNode(Node):
     # ------------------------------------------------------------------ inputs
     def _reset_inputs(self) -> None:
         self.values: dict[str, np.ndarray] = {}
-        self.stamp: dict[str, float] = {}  # monotonic receive time per input
+        self.stamp: dict[str, float] = {}  # receive time per input (_input_time)
+        self.header_ns: dict[str, int] = {}  # header stamp per input (the instant it describes)
+        self._due_ns: int | None = None  # trigger=joint_states: the stamp of the /joint_states awaiting its tick
+        self._ticked_ns = 0  # trigger=joint_states: the stamp of the last instant ticked on
         self.command = np.zeros(3)
         self.cmd_stamp = -np.inf
         self.latest_input = 0.0
@@ -177,10 +203,19 @@ class PolicyNode(Node):
         self._order = None
         self._names_seen: tuple[str, ...] | None = None
 
-    def _received(self, source: str) -> None:
-        now = time.monotonic()
-        self.stamp[source] = now
-        self.latest_input = now
+    def _input_time(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9 if self._sim_time else time.monotonic()
+
+    def _received(self, source: str, header) -> None:
+        self.stamp[source] = self._input_time()
+        self.latest_input = time.monotonic()
+        self.header_ns[source] = header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
+        if self._due_ns is not None and all(self.header_ns.get(s, -1) >= self._due_ns for s in self.needed):
+            # every input now describes the instant of that /joint_states (or later): tick on one consistent state.
+            # Ticking on /joint_states alone would often read the previous /imu/data and /odom, because the
+            # executor serves subscriptions in its own order: a one-period delay the policy never saw in training.
+            self._ticked_ns, self._due_ns = self._due_ns, None
+            self._tick()
 
     def _on_joints(self, msg: JointState) -> None:
         names = tuple(msg.name)
@@ -195,27 +230,30 @@ class PolicyNode(Node):
         else:
             pos, vel = pos[self._order] - self.offset, vel[self._order]
         self.values["joint_pos"], self.values["joint_vel"] = pos, vel
-        self._received("joint_states")
-        if self.trigger == "joint_states" and self._timer is not None:
-            self._tick()
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        # one tick per instant: a state sent again (a lockstep bridge does when no command answered it) must not
+        # get a second command, which a lockstep bridge would take as the answer to its next state
+        if self.trigger == "joint_states" and self._timer is not None and (stamp == 0 or stamp != self._ticked_ns):
+            self._due_ns = stamp
+        self._received("joint_states", msg.header)
 
     def _on_imu(self, msg: Imu) -> None:
         q = msg.orientation
         self.values["projected_gravity"] = projected_gravity(np.array([[q.w, q.x, q.y, q.z]]))[0]
         w = msg.angular_velocity
         self.values["base_ang_vel"] = np.array([w.x, w.y, w.z])
-        self._received("imu")
+        self._received("imu", msg.header)
 
     def _on_odom(self, msg: Odometry) -> None:
         v = msg.twist.twist.linear  # in child_frame_id, the base frame
         self.values["base_lin_vel"] = np.array([v.x, v.y, v.z])
-        self._received("odom")
+        self._received("odom", msg.header)
 
     def _on_cmd_vel(self, msg: Twist) -> None:
         cmd = np.array([msg.linear.x, msg.linear.y, msg.angular.z])
         if np.all(np.isfinite(cmd)):
             self.command = np.clip(cmd, self.cmd_low, self.cmd_high)
-            self.cmd_stamp = time.monotonic()
+            self.cmd_stamp = self._input_time()
 
     # ------------------------------------------------------------------ control
     def _check_inputs(self, now: float) -> tuple[int, str]:
@@ -230,8 +268,12 @@ class PolicyNode(Node):
         return OK, "running"
 
     def _watchdog(self) -> None:
-        """Event-triggered mode: when /joint_states falls silent, ticks come from here and hold the safe pose."""
-        if self._last_tick is None or time.monotonic() - self._last_tick > self.stale_s:
+        """Event-triggered mode: when /joint_states falls silent, ticks come from here and hold the safe pose.
+        Silence is measured on the node's clock: under /clock (lockstep) a slow wall-clock step is not silence, and
+        an extra tick there would make the bridge take an extra step on an old command."""
+        now = self.get_clock().now().nanoseconds
+        if self._last_tick_clock_ns is None or now - self._last_tick_clock_ns > self.stale_s * 1e9:
+            self._due_ns = None
             self._tick()
 
     def _tick(self) -> None:
@@ -239,15 +281,18 @@ class PolicyNode(Node):
         if self._last_tick is not None and start - self._last_tick > 1.5 * self.period:
             self.deadline_misses += 1
         self._last_tick = start
+        # the instant ticked on, when the clock message announcing it has not been served yet
+        self._last_tick_clock_ns = max(self.get_clock().now().nanoseconds, self._ticked_ns)
         self.ticks += 1
-        level, message = self._check_inputs(start)
+        now = self._input_time()
+        level, message = self._check_inputs(now)
         if level != OK:
             targets = self.safe_targets
             self.fault_ticks += 1
             self.policy.reset()  # on recovery the safety filter ramps from the safe pose
             self._last_action = self.policy.safety.safe_action.astype(np.float64)
         else:
-            command = self.command if start - self.cmd_stamp <= self.cmd_timeout_s else np.zeros(3)
+            command = self.command if now - self.cmd_stamp <= self.cmd_timeout_s else np.zeros(3)
             values = {**{k: v[None] for k, v in self.values.items()}, "velocity_command": command[None],
                       "last_action": self._last_action[None]}
             action = self.policy.act(self.layout.assemble(values)[0]).astype(np.float64)
@@ -302,6 +347,9 @@ def main(args: list[str] | None = None) -> None:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RuntimeError:
+        if rclpy.ok():
+            raise  # otherwise a message take that raced the SIGINT shutdown: nothing is lost
     finally:
         node.destroy_node()
         rclpy.try_shutdown()

@@ -2,8 +2,9 @@
 /joint_states, /imu/data and /odom (sensor-data QoS) and applies /joint_commands as PD targets.
 
 Real time (default): one control period per wall-clock period. Lockstep (`lockstep: true`): the bridge owns
-time, publishes /clock, and takes the next step as soon as the command for the current one arrives (or after
-`lockstep_timeout_s`), so a software-in-the-loop run goes as fast as the nodes compute. A "field twin" file
+time, publishes /clock, and takes the next step as soon as the command for the current one arrives (a state
+left unanswered for `lockstep_timeout_s` is sent again), so a software-in-the-loop run goes as fast as the nodes
+compute, one command per step. A "field twin" file
 gives hidden physical offsets (friction, payload, latency, ...) that stand in for the real robot.
 """
 
@@ -62,17 +63,21 @@ class SimBridge(Node):
         self.action = np.tile(self.twin.safe_action(), (1, 1))
         self.falls = 0
         self.bad_commands = 0
-        self._command_fresh = False
-        self._last_step_wall = time.monotonic()
-        self._prev_lin_vel = np.zeros(3)
+        self.resends = 0  # lockstep: states sent again because no command answered them
+        self._last_publish_wall = time.monotonic()
+        self._accel_world = np.zeros(3)  # base acceleration over the last step
 
         self.pub_joints = self.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
         self.pub_imu = self.create_publisher(Imu, "/imu/data", qos_profile_sensor_data)
         self.pub_odom = self.create_publisher(Odometry, "/odom", qos_profile_sensor_data)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.lockstep else None
         self.create_subscription(Float64MultiArray, "/joint_commands", self._on_command, 10)
-        # lockstep polls for the command; real time ticks at the control period
-        self.create_timer(0.0005 if self.lockstep else spec.control_dt, self._tick)
+        # lockstep steps on each command (a polling timer would burn a core) and checks now and then for a
+        # state nobody answered; real time steps at the control period
+        if self.lockstep:
+            self.create_timer(self.timeout_s / 4, self._on_silence)
+        else:
+            self.create_timer(spec.control_dt, self._step)
         self._publish()
 
     def _on_command(self, msg: Float64MultiArray) -> None:
@@ -84,14 +89,23 @@ class SimBridge(Node):
                                    throttle_duration_sec=1.0)
             return
         self.action = self.twin.actions_from_targets(targets)[None]
-        self._command_fresh = True
+        if self.lockstep:
+            self._step()
 
-    def _tick(self) -> None:
-        if self.lockstep and not self._command_fresh and time.monotonic() - self._last_step_wall < self.timeout_s:
-            return
-        self._command_fresh = False
-        self._last_step_wall = time.monotonic()
+    def _on_silence(self) -> None:
+        # Send the same state again rather than step without a command: the first one may have gone out before the
+        # policy subscribed, or a sample was lost (best effort). Stepping would put an extra command-less step
+        # between the policy and the twin, after which every command would land one step late.
+        if time.monotonic() - self._last_publish_wall >= self.timeout_s:
+            self.resends += 1
+            self.get_logger().warn(f"no /joint_commands for {self.timeout_s:g} s: sending the state again "
+                                   f"({self.resends} so far)", throttle_duration_sec=5.0)
+            self._publish()
+
+    def _step(self) -> None:
+        lin_vel_before = self.twin.backend.state()["base_lin_vel"][0]
         _, _, terminated, _, _ = self.twin.step(self.action)
+        self._accel_world = (self.twin.backend.state()["base_lin_vel"][0] - lin_vel_before) / self.twin.spec.control_dt
         if terminated[0]:
             self.falls += 1
             self.get_logger().warn(f"robot fell (fall {self.falls}); twin reset to its start pose")
@@ -99,6 +113,7 @@ class SimBridge(Node):
         self._publish()
 
     def _publish(self) -> None:
+        self._last_publish_wall = time.monotonic()
         spec, state = self.twin.spec, self.twin.backend.state()
         if self.lockstep:
             self.pub_clock.publish(Clock(clock=to_time_msg(self.sim_time_ns)))
@@ -115,9 +130,7 @@ class SimBridge(Node):
         imu.orientation.w, imu.orientation.x, imu.orientation.y, imu.orientation.z = (float(v) for v in quat)
         imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = (float(v) for v in ang_base)
         # specific force: acceleration minus gravity, in the base frame (what an accelerometer reads)
-        accel_world = (state["base_lin_vel"][0] - self._prev_lin_vel) / spec.control_dt + np.array([0, 0, 9.81])
-        self._prev_lin_vel = state["base_lin_vel"][0].copy()
-        acc = rotate_world_to_base(state["base_quat"], accel_world[None])[0]
+        acc = rotate_world_to_base(state["base_quat"], (self._accel_world + [0.0, 0.0, 9.81])[None])[0]
         imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = (float(v) for v in acc)
         self.pub_imu.publish(imu)
 

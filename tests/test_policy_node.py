@@ -135,6 +135,44 @@ def test_nan_imu_is_an_error_with_safe_pose_and_no_crash(rover_artifact):
         assert proc.poll() is None
 
 
+def test_joint_states_trigger_waits_for_the_inputs_of_the_same_instant(rover_artifact):
+    """trigger=joint_states ticks once per /joint_states, on the /imu/data and /odom stamped with its instant: not
+    on the previous ones, which the executor may still hold when /joint_states is served first."""
+    with (
+        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", ALLOW, "trigger:=joint_states",
+                     "stale_periods:=100") as proc,  # a 2 s watchdog stays out of the way
+        probe_node() as (node, ex),
+    ):
+        rover = FakeRover(node)
+        rover.send = dict.fromkeys(rover.send, False)  # this test sends by hand
+        imu, odom = Imu(), Odometry()
+        imu.orientation.w = 1.0
+        joints = JointState(name=["left_wheel_joint", "right_wheel_joint"], position=[0.0, 0.0], velocity=[1.0, 1.0])
+
+        def send(*msgs, sec):
+            for m in msgs:
+                m.header.stamp.sec = sec
+                {JointState: rover.pub_js, Imu: rover.pub_imu, Odometry: rover.pub_odom}[type(m)].publish(m)
+
+        def commands_after(t):
+            return [c for tc, c in rover.commands if tc > t]
+
+        assert spin_until(ex, lambda: rover.commands, 30), proc.output  # active (the watchdog's first tick)
+        t0 = time.monotonic()
+        send(imu, odom, joints, sec=100)
+        assert spin_until(ex, lambda: commands_after(t0), 2)
+        t1 = time.monotonic()
+        send(joints, sec=101)
+        spin_until(ex, lambda: False, 0.3)
+        send(imu, sec=101)
+        spin_until(ex, lambda: False, 0.3)
+        assert commands_after(t1) == []  # /odom of that instant still missing
+        send(odom, sec=101)
+        assert spin_until(ex, lambda: commands_after(t1), 2)
+        spin_until(ex, lambda: False, 0.2)
+        assert len(commands_after(t1)) == 1
+
+
 def _lifecycle(node, ex):
     change = node.create_client(ChangeState, "/policy_node/change_state")
     get = node.create_client(GetState, "/policy_node/get_state")
@@ -147,7 +185,7 @@ def _lifecycle(node, ex):
 
     # service_is_ready covers the request path only: under load a reply can be lost while the response path is
     # still matching. get_state changes nothing, so repeat it until it answers; a transition whose reply is lost is
-    # judged by the state it left (re-sending it could hit rclpy's crash on a transition invalid in that state).
+    # judged by the state it left (re-sending it would be refused as invalid in that state).
     end = time.monotonic() + 30
     while call(get, GetState.Request(), 2.0) is None and time.monotonic() < end:
         pass
@@ -194,6 +232,22 @@ def test_lifecycle_transitions(rover_artifact):
         spin_until(ex, lambda: False, 0.3)
         assert len(rover.commands) == count
         assert transition(Transition.TRANSITION_CLEANUP) and state() == "unconfigured"
+
+
+def test_invalid_transition_is_refused_and_the_node_stays_up(rover_artifact):
+    with (
+        node_process(
+            "ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false", "allow_unvalidated:=true"
+        ) as proc,
+        probe_node() as (node, ex),
+    ):
+        transition, state = _lifecycle(node, ex)
+        assert not transition(Transition.TRANSITION_ACTIVATE)  # not offered while unconfigured
+        assert proc.wait_for_output("refused lifecycle transition", timeout=5), proc.output
+        assert state() == "unconfigured" and proc.poll() is None
+        assert transition(Transition.TRANSITION_CONFIGURE) and transition(Transition.TRANSITION_ACTIVATE)
+        assert not transition(Transition.TRANSITION_CLEANUP)  # not offered while active
+        assert state() == "active" and proc.poll() is None
 
 
 def test_bad_artifact_fails_configure_and_the_node_stays_up(rover_artifact, tmp_path):
