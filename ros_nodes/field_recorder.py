@@ -16,6 +16,7 @@ from pathlib import Path
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -53,8 +54,9 @@ class FieldRecorder(Node):
         self._segment_started = 0.0
         self._segment_bytes = 0
         self._open_segment()
-        # topics appear as their publishers start: look for them, as `ros2 bag record` does
-        self.create_timer(0.2, self._discover)
+        # topics appear as their publishers start: look for them, as `ros2 bag record` does, on the wall clock (under
+        # use_sim_time a timer on /clock would wait for a simulation that may wait for this recorder)
+        self.create_timer(0.2, self._discover, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._discover()
 
     def _discover(self) -> None:
@@ -64,9 +66,15 @@ class FieldRecorder(Node):
                 continue
             type_name = available[topic][0]
             publishers = self.get_publishers_info_by_topic(topic)
-            if not publishers:  # seen only through subscribers so far: the QoS to match is the publishers'
+            if publishers:
+                best_effort = any(p.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT for p in publishers)
+            elif any(s.qos_profile.reliability == ReliabilityPolicy.RELIABLE
+                     for s in self.get_subscriptions_info_by_topic(topic)):
+                # no publisher yet, but a reliable subscriber, which hears only reliable publishers: subscribe now
+                # so the first messages are not lost while discovery finds the publisher
+                best_effort = False
+            else:  # the QoS to match is the publishers': wait for one
                 continue
-            best_effort = any(p.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT for p in publishers)
             # a best-effort subscriber hears every publisher; a reliable one only reliable publishers
             qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else
                              ReliabilityPolicy.RELIABLE)
