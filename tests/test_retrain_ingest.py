@@ -5,7 +5,7 @@ import pytest
 
 from sim.kpis import RobotLimits, episode_kpis
 from tests.field_logs import JOINTS, write_log
-from training.retrain.ingest import mcap_files, read_field_log
+from training.retrain.ingest import command_issue_times, mcap_files, read_field_log
 
 SCRIPT = [(3.0, 0.5, 0.0, 0.0), (3.0, 0.0, 0.0, 0.8), (2.0, 0.3, 0.0, -0.5)]
 LIMITS = RobotLimits(np.full(2, -np.inf), np.full(2, np.inf), np.full(2, 8.0), 0.8, 0.05)
@@ -56,3 +56,22 @@ def test_partial_segments_are_skipped(tmp_path):
     assert [p.name for p in mcap_files(tmp_path)] == ["field_1.mcap"]
     with pytest.raises(FileNotFoundError):
         mcap_files(tmp_path / "missing")
+
+
+def test_commands_are_attributed_to_the_states_they_answered():
+    """A recorder in lockstep logs each command after the state it answered and often after the next state too
+    (then the newest state logged before it is one period late); now and then it logs a command before its state
+    (one period early)."""
+    ms, rng = 1_000_000, np.random.default_rng(0)
+    answered = np.arange(200) * 20
+    shift = rng.choice([0, 20], size=200, p=[0.6, 0.4])
+    shift[[50, 120]] = -20
+    issued = command_issue_times((answered + shift + 1) * ms, (answered + shift) * ms)
+    assert issued.tolist() == (answered * ms).tolist()
+    # a step without a command: only the last few commands before it can be attributed a period late (the
+    # later level dominates their window); everything after it is right again
+    skipped = np.delete(answered, 100) + 20 * (np.arange(199) >= 100)
+    shift = rng.choice([0, 20], size=199, p=[0.6, 0.4])
+    issued = command_issue_times((skipped + shift + 1) * ms, (skipped + shift) * ms)
+    wrong = np.flatnonzero(issued != skipped * ms)
+    assert len(wrong) <= 5 and all(95 <= i < 100 for i in wrong)

@@ -7,7 +7,7 @@ from sim.controllers import DiffDriveController
 from sim.randomization import RandomizationConfig, fixed_params
 from sim.robot import load_robot
 from sim.twin import BatchedTwin
-from training.retrain.sysid import SysIdConfig, identify, replay_errors
+from training.retrain.sysid import SysIdConfig, Window, identify, replay_errors
 
 PLANTED = {"payload_kg": 3.0, "latency_s": 0.02}  # the field robot: heavier and laggier than the nominal twin
 SCRIPT = [(1.0, 0.8, 0.0), (1.0, 0.0, 1.2), (1.0, -0.5, 0.0), (1.0, 0.4, -1.0)]
@@ -34,18 +34,18 @@ def field_log():
             v, w = twin.task.base_velocities(twin.backend.state())
             lin.append(v[0])
             ang.append(w[0])
-    return spec, np.array(targets), np.array(lin), np.array(ang)
+    return spec, Window.from_rest(spec, np.array(targets), np.array(lin), np.array(ang))
 
 
 def test_replay_with_the_true_parameters_reproduces_the_log(field_log):
-    spec, targets, lin, ang = field_log
-    true_error, nominal_error = replay_errors(spec, targets, lin, ang, [PLANTED, {}])
+    spec, window = field_log
+    true_error, nominal_error = replay_errors(spec, [window], [PLANTED, {}])
     assert true_error < 1e-12 < nominal_error
 
 
 def test_identification_recovers_planted_parameters(field_log):
-    spec, targets, lin, ang = field_log
-    result = identify(spec, targets, lin, ang, SysIdConfig(params=("payload_kg", "latency_s"), population=12,
+    spec, window = field_log
+    result = identify(spec, [window], SysIdConfig(params=("payload_kg", "latency_s"), population=12,
                                                              generations=20))
     assert result.values["payload_kg"] == pytest.approx(3.0, abs=0.5)
     assert result.values["latency_s"] == pytest.approx(0.02, abs=spec.sim_dt + 1e-9)
@@ -53,8 +53,10 @@ def test_identification_recovers_planted_parameters(field_log):
 
 
 def test_unknown_parameter_and_missing_commands_are_named(field_log):
-    spec, targets, lin, ang = field_log
+    spec, window = field_log
     with pytest.raises(ValueError, match="cannot identify gravity"):
         SysIdConfig(params=("gravity",))
     with pytest.raises(ValueError, match="joint_commands"):
-        identify(spec, np.full_like(targets, np.nan), lin, ang)
+        identify(spec, [Window.from_rest(spec, np.full_like(window.targets, np.nan), window.lin_vel, window.ang_vel)])
+    with pytest.raises(ValueError, match="joint_commands"):
+        identify(spec, [])

@@ -53,3 +53,14 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     paths = (Path(run_dir) / "checkpoints").glob("model_*.pt")
     found = [(int(m.group(1)), p) for p in paths if (m := _NAME.search(p.name))]
     return max(found)[1] if found else None
+
+
+def checkpoint_in(path: Path) -> Path:
+    """A checkpoint file as it is, or a run directory's latest checkpoint."""
+    path = Path(path)
+    if path.is_dir():
+        found = latest_checkpoint(path)
+        if found is None:
+            raise CheckpointError(f"{path} holds no checkpoint (checkpoints/model_*.pt)")
+        return found
+    return path

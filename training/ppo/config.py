@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from sim.randomization import RandomizationConfig
+
 PPO_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config" / "ppo"
 THRESHOLD_KEYS = ("vx", "vy", "wz", "falls")
 
@@ -28,6 +30,9 @@ class PPOConfig:
     iterations: int = 300  # total PPO iterations of the run (a resumed run continues up to this count)
     seed: int = 0
     randomization: bool = True  # domain randomisation from the robot YAML; False trains on the nominal twin
+    # ranges that replace the robot YAML's, e.g. {latency_s: [0.07, 0.09]} to centre on identified parameters
+    randomization_ranges: dict[str, list[float]] | None = None
+    init_from: str | None = None  # a checkpoint (or run directory): its weights and normalisers start a new run
 
     # rollout
     num_steps_per_env: int = 24
@@ -119,8 +124,21 @@ class PPOConfig:
             raise ConfigError(f"eval_command must be [vx, vy, wz], got {self.eval_command!r}")
         if not isinstance(self.threshold, dict) or set(self.threshold) - set(THRESHOLD_KEYS):
             raise ConfigError(f"threshold keys must be among {', '.join(THRESHOLD_KEYS)}, got {self.threshold!r}")
+        self.randomization_config(RandomizationConfig())  # names a bad key or range now, not in a worker
         if self.device not in ("cpu", "cuda"):
             raise ConfigError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
+
+    def randomization_config(self, base: RandomizationConfig) -> RandomizationConfig:
+        """`base` (the robot YAML's randomisation) with randomization_ranges on top; nominal when disabled."""
+        if not self.randomization:
+            return base.nominal()
+        if not self.randomization_ranges:
+            return base
+        try:
+            overrides = RandomizationConfig.from_dict(self.randomization_ranges, "randomization_ranges")
+        except (TypeError, ValueError) as e:
+            raise ConfigError(str(e)) from None
+        return dataclasses.replace(base, **{k: getattr(overrides, k) for k in self.randomization_ranges})
 
     # ------------------------------------------------------------------ YAML
     def to_dict(self) -> dict:

@@ -35,7 +35,7 @@ class EvalResult:
 
 class TrackingEvaluator:
     def __init__(self, cfg: PPOConfig, spec: RobotSpec, nthread: int | None = None):
-        randomization = spec.randomization if cfg.randomization else spec.randomization.nominal()
+        randomization = cfg.randomization_config(spec.randomization)
         self.command = cfg.eval_command
         self.threshold = cfg.threshold
         self.twin = BatchedTwin(spec, cfg.eval_envs, seed=EVAL_SEED, randomization=randomization, nthread=nthread,
@@ -47,7 +47,7 @@ class TrackingEvaluator:
         twin.reset(seed=EVAL_SEED)
         if self.command is not None:
             twin.set_commands(np.asarray(self.command))
-        obs = twin._obs.copy()  # reset's observation, with the fixed command in it
+        obs = twin.observations  # reset's observation, with the fixed command in it
         errors = {k: 0.0 for k in ("vx", "vy", "wz")}
         falls, rewards = 0, 0.0
         for _ in range(self.steps):

@@ -14,7 +14,7 @@ from rsl_rl.models import MLPModel
 from tensordict import TensorDict
 
 from sim.robot import joint_target_limits, load_robot
-from training.ppo.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
+from training.ppo.checkpoint import checkpoint_in, load_checkpoint
 from training.ppo.config import PPOConfig
 from training.ppo.models import build_actor
 from training.vec_env import OBS_GROUP
@@ -28,7 +28,7 @@ def export_run(run_dir: Path, out: Path | None = None) -> Path:
     from edge.export import export_policy
 
     run_dir = Path(run_dir)
-    state = load_checkpoint(_checkpoint_in(run_dir))
+    state = load_checkpoint(checkpoint_in(run_dir))
     cfg = PPOConfig.from_dict(state["config"])
     spec = load_robot(cfg.robot)
     info = run_dir / "run_info.json"  # written by `sim2real train`; a run driven from Python may lack it
@@ -44,7 +44,7 @@ def load_actor(checkpoint: Path) -> tuple[MLPModel, PPOConfig]:
 
     The actor maps TensorDict({"policy": obs}) to deterministic actions, its normaliser included.
     """
-    state = load_checkpoint(_checkpoint_in(Path(checkpoint)))
+    state = load_checkpoint(checkpoint_in(Path(checkpoint)))
     return actor_from_checkpoint(state), PPOConfig.from_dict(state["config"])
 
 
@@ -55,12 +55,3 @@ def actor_from_checkpoint(state: dict) -> MLPModel:
     actor = build_actor(TensorDict({OBS_GROUP: torch.zeros(1, obs_dim)}, batch_size=[1]), cfg, num_actions)
     actor.load_state_dict(state["actor"])
     return actor.eval()
-
-
-def _checkpoint_in(path: Path) -> Path:
-    if path.is_dir():
-        found = latest_checkpoint(path)
-        if found is None:
-            raise CheckpointError(f"{path} holds no checkpoint (checkpoints/model_*.pt)")
-        return found
-    return path

@@ -24,7 +24,7 @@ from tensordict import TensorDict
 
 from sim.robot import load_robot
 from sim.twin import BatchedTwin
-from training.ppo.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from training.ppo.checkpoint import checkpoint_in, checkpoint_path, load_checkpoint, save_checkpoint
 from training.ppo.config import ConfigError, PPOConfig
 from training.ppo.evaluate import EvalResult, TrackingEvaluator
 from training.ppo.models import build_actor, build_critic
@@ -68,9 +68,8 @@ class PPORunner:
         self.show_progress = show_progress
         torch.set_num_threads(cfg.torch_threads)
         self.spec = load_robot(cfg.robot)
-        randomization = self.spec.randomization if cfg.randomization else self.spec.randomization.nominal()
         twin = BatchedTwin(self.spec, cfg.num_envs // world_size, seed=worker_seed(cfg.seed, rank),
-                           randomization=randomization, nthread=cfg.nthread)
+                           randomization=cfg.randomization_config(self.spec.randomization), nthread=cfg.nthread)
         self.env = TwinVecEnv(twin, self.device)
         if cfg.random_initial_episode_length:
             rng = np.random.default_rng(worker_seed(cfg.seed, rank, stream=1))
@@ -78,6 +77,8 @@ class PPORunner:
             self.env.episode_length_buf = torch.from_numpy(lengths)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank...
         self.alg = self._build_ppo(self.env.get_observations())
+        if cfg.init_from:  # every rank reads the same file, so the replicas start identical
+            self.init_weights(cfg.init_from)
         torch.manual_seed(worker_seed(cfg.seed, rank))  # ...and different action noise
         if self.distributed:
             self.alg.broadcast_parameters()
@@ -291,6 +292,23 @@ class PPORunner:
         self.threshold = state["progress"]["threshold"]
         self.obs = self.env.get_observations()
         self.last_checkpoint = self.resumed_from = Path(path)
+
+    def init_weights(self, source: str | Path) -> None:
+        """Start from another run's actor and critic (weights and observation normalisers); the optimiser,
+        iteration count and twins start fresh: fine-tuning is a new run, not a resumed one."""
+        path = checkpoint_in(Path(source))
+        state = load_checkpoint(path)
+        saved = state["config"]
+        for key in ("actor_hidden_dims", "critic_hidden_dims", "activation", "obs_normalization"):
+            if saved[key] != getattr(self.cfg, key):
+                raise ConfigError(f"init_from {path}: trained with {key}={saved[key]}, this run has "
+                                  f"{getattr(self.cfg, key)}")
+        try:
+            self.alg.actor.load_state_dict(state["actor"])
+            self.alg.critic.load_state_dict(state["critic"])
+        except RuntimeError as e:  # another robot's observation or action size
+            raise ConfigError(f"init_from {path}: its networks do not fit this robot ({str(e).splitlines()[0]})") \
+                from None
 
     def replica_digests(self) -> list[str]:
         """A hash of this rank's actor and critic (weights and normaliser statistics), from every rank."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from dataclasses import field as dataclass_field
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,15 @@ class DriftDecision:
     field: dict[str, float]
     baseline: dict[str, float]
     episodes: int
+    drifted: list[str] = dataclass_field(default_factory=list)  # the KPIs over their thresholds
+
+    def summary(self) -> str:
+        """One line: the reasons, or how the field compares with the campaign when nothing drifted."""
+        if self.reasons:
+            return "; ".join(self.reasons)
+        shared = [k for k in LABELS if k in self.field and k in self.baseline]
+        return "field KPIs within the trigger's limits of the campaign baseline (" + ", ".join(
+            f"{LABELS[k]} {self.field[k]:.3g} vs {self.baseline[k]:.3g}" for k in shared) + ")"
 
 
 def field_kpis(logs: list[FieldLog], limits: RobotLimits, settle_s: float = 0.5) -> tuple[dict[str, float], int]:
@@ -63,7 +73,7 @@ def decide(field: dict[str, float], episodes: int, baseline: dict[str, float], p
     if episodes < policy.min_episodes:
         return DriftDecision(False, [f"only {episodes} scored episode(s) in the logs; need {policy.min_episodes}"],
                              field, baseline, episodes)
-    reasons = []
+    reasons, drifted = [], []
     for name, rule in policy.kpis.items():
         if name not in field or name not in baseline:
             continue
@@ -72,4 +82,5 @@ def decide(field: dict[str, float], episodes: int, baseline: dict[str, float], p
             unit = KPI_UNITS[name]
             reasons.append(f"{LABELS.get(name, name)} {f:.3g} {unit} in field vs {b:.3g} in campaign, "
                            f"threshold {rule.ratio:g}x")
-    return DriftDecision(bool(reasons), reasons, field, baseline, episodes)
+            drifted.append(name)
+    return DriftDecision(bool(reasons), reasons, field, baseline, episodes, drifted)

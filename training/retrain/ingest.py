@@ -2,7 +2,9 @@
 
 Records are streamed in file order, so a truncated or corrupt file yields everything before the damage plus a
 note of where it starts, never an exception. Messages are aligned on /odom (one per control step on the twin,
-the robot's state estimate on hardware): each step takes the latest /cmd_vel, /imu/data and /joint_states.
+the robot's state estimate on hardware): each step takes the latest /cmd_vel, /imu/data and /joint_states at or
+before its time (header stamps where a message has one, else the time it was logged), and the joint command that
+produced it (`command_issue_times`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class FieldLog:
     joint_vel: np.ndarray  # (T, n)
     joint_targets: np.ndarray  # (T, n) the latest /joint_commands (NaN before the first)
     damage: list[str] = field(default_factory=list)  # human-readable notes of unreadable spans
+    orientation: np.ndarray | None = None  # (T, 4) w, x, y, z from /imu/data (system id starts replays from it)
 
     @property
     def dt(self) -> float:
@@ -81,33 +84,92 @@ def _read_messages(path: Path, damage: list[str]):
                           f"({e.__class__.__name__}); kept what came before")
 
 
+def _stamp_ns(msg, log_ns: int) -> int:
+    """A message's header stamp, or the time it was logged when it has none (Twist, Float64MultiArray)."""
+    header = getattr(msg, "header", None)
+    ns = header.stamp.sec * 1_000_000_000 + header.stamp.nanosec if header is not None else 0
+    return ns or log_ns
+
+
+def command_issue_times(log_ns: np.ndarray, newest_state_ns: np.ndarray, window: int = 25) -> np.ndarray:
+    """The stamp of the state each joint command answered.
+
+    A command carries no stamp. `newest_state_ns[j]` is the stamp of the newest /joint_states (the input a policy
+    node ticks on) logged before command j, -1 when none was (its log time then stands in). Command j answered
+    that state or, when the recorder logged the next state first, the one before. Commands answer consecutive
+    states, one per period, so answered_j - j * period is constant until a step passes without a command, when
+    it grows; the low end of newest_k - k * period over the next `window` commands recovers it as long as some
+    of them were logged before the following state. The third smallest, not the smallest: a recorder that
+    logs a command before the state it answered makes a rare value too small.
+    """
+    if len(log_ns) < 3:
+        return np.where(newest_state_ns >= 0, newest_state_ns, log_ns)
+    period = int(np.median(np.diff(log_ns)))
+    steps = period * np.arange(len(log_ns), dtype=np.int64)
+    offset = np.where(newest_state_ns >= 0, newest_state_ns, log_ns) - steps
+    padded = np.concatenate([offset, np.full(window - 1, offset[-1])])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, window)
+    return np.partition(windows, 2, axis=1)[:, 2] + steps
+
+
+def _latest(times: np.ndarray, values: list, at: np.ndarray, fill: np.ndarray, strict: bool = False) -> np.ndarray:
+    """values[k] of the latest times[k] <= at (< at when strict) per element of `at`; `fill` before the first."""
+    idx = np.searchsorted(times, at, side="left" if strict else "right") - 1
+    table = np.array([fill, *values]) if values else np.array([fill])
+    return table[np.where(idx >= 0, idx + 1, 0)]
+
+
 def read_field_log(path: str | Path, joint_names: list[str]) -> FieldLog:
     """Align one MCAP file's topics on /odom; joints are reordered by name into `joint_names`."""
     path = Path(path)
     damage: list[str] = []
     n = len(joint_names)
-    cmd, imu_w, imu_q = np.zeros(3), np.zeros(3), np.array([1.0, 0, 0, 0])
-    q, qd, targets = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
-    rows = []
-    for topic, stamp, msg in _read_messages(path, damage):
+    seen: dict[str, tuple[list[int], list]] = {t: ([], []) for t in TOPICS}
+    newest_state, newest = -1, []  # per command: the newest /joint_states stamp logged before it
+    for topic, log_ns, msg in _read_messages(path, damage):
         if topic == "/cmd_vel":
-            cmd = np.array([msg.linear.x, msg.linear.y, msg.angular.z])
+            value = np.array([msg.linear.x, msg.linear.y, msg.angular.z])
         elif topic == "/imu/data":
             o, w = msg.orientation, msg.angular_velocity
-            imu_q, imu_w = np.array([o.w, o.x, o.y, o.z]), np.array([w.x, w.y, w.z])
+            value = np.array([o.w, o.x, o.y, o.z, w.x, w.y, w.z])
         elif topic == "/joint_states":
             names = list(msg.name)
-            if all(j in names for j in joint_names) and len(msg.position) == len(names) == len(msg.velocity):
-                idx = [names.index(j) for j in joint_names]
-                q, qd = np.asarray(msg.position)[idx], np.asarray(msg.velocity)[idx]
+            if not (all(j in names for j in joint_names) and len(msg.position) == len(names) == len(msg.velocity)):
+                continue
+            idx = [names.index(j) for j in joint_names]
+            value = np.concatenate([np.asarray(msg.position)[idx], np.asarray(msg.velocity)[idx]])
         elif topic == "/joint_commands":
-            if len(msg.data) == n:
-                targets = np.asarray(msg.data, dtype=np.float64)
+            if len(msg.data) != n:
+                continue
+            value = np.asarray(msg.data, dtype=np.float64)
         else:  # /odom: one control step
             v, p = msg.twist.twist.linear, msg.pose.pose.position
-            rows.append((stamp * 1e-9, cmd, np.array([v.x, v.y, v.z]), imu_w, imu_q, p.z, q, qd, targets))
-    if not rows:
+            value = np.array([v.x, v.y, v.z, p.z])
+        times, values = seen[topic]
+        times.append(log_ns if topic == "/joint_commands" else _stamp_ns(msg, log_ns))
+        values.append(value)
+        if topic == "/joint_states":
+            newest_state = max(newest_state, times[-1])
+        elif topic == "/joint_commands":
+            newest.append(newest_state)
+    odom_ns, odom = seen["/odom"]
+    if not odom:
         empty = np.zeros((0, n))
         return FieldLog(path, np.zeros(0), *(np.zeros((0, 3)),) * 4, np.zeros(0), empty, empty, empty, damage)
-    t, c, lin, ang, quat, z, jp, jv, jt = (np.array(x) for x in zip(*rows, strict=True))
-    return FieldLog(path, t - t[0], c, lin, ang, projected_gravity(quat), z, jp, jv, jt, damage)
+    at = np.array(odom_ns)
+    order = {t: np.argsort(np.array(seen[t][0]), kind="stable") for t in TOPICS}
+
+    def aligned(topic: str, fill: np.ndarray, times: np.ndarray | None = None, strict: bool = False) -> np.ndarray:
+        k = order[topic]
+        stamps = np.array(seen[topic][0], dtype=np.int64)[k] if times is None else times
+        return _latest(stamps, [seen[topic][1][i] for i in k], at, fill, strict)
+
+    cmd = aligned("/cmd_vel", np.zeros(3))
+    imu = aligned("/imu/data", np.array([1.0, 0, 0, 0, 0, 0, 0]))
+    joints = aligned("/joint_states", np.full(2 * n, np.nan))
+    # the command that produced the state at T answered a state before T (commands keep their logged order)
+    issued = command_issue_times(np.array(seen["/joint_commands"][0], dtype=np.int64), np.array(newest, np.int64))
+    targets = _latest(issued, seen["/joint_commands"][1], at, np.full(n, np.nan), strict=True)
+    rows = np.array(odom)
+    return FieldLog(path, (at - at[0]) * 1e-9, cmd, rows[:, :3], imu[:, 4:], projected_gravity(imu[:, :4]), rows[:, 3],
+                    joints[:, :n], joints[:, n:], targets, damage, imu[:, :4])

@@ -1,6 +1,6 @@
-"""System identification: fit the twin's physical parameters to a field log by replaying the logged joint
-targets open loop and matching the logged base velocities. CMA-ES (the `cma` package) proposes parameter sets;
-each generation is evaluated as one batched twin, one env per candidate.
+"""System identification: fit the twin's physical parameters to field logs by replaying the logged joint targets
+open loop from the logged initial states and matching the logged base velocities. CMA-ES (the `cma` package)
+proposes parameter sets; each generation is evaluated as one batched twin, one env per (candidate, window).
 """
 
 from __future__ import annotations
@@ -9,10 +9,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edge.observation import rotate_world_to_base
 from sim.randomization import FIELD_KEYS, RandomizationConfig, fixed_params
 from sim.robot import RobotSpec
 from sim.twin import BatchedTwin
+from training.retrain.ingest import FieldLog
 
+NOMINAL = {"friction": 1.0, "payload_kg": 0.0, "motor_strength": 1.0, "kp_scale": 1.0, "kd_scale": 1.0,
+           "latency_s": 0.0}  # sim.randomization.fixed_params({}): the twin as trained
 DEFAULT_BOUNDS = {
     "friction": (0.2, 1.5),
     "payload_kg": (-1.0, 5.0),
@@ -35,6 +39,34 @@ class SysIdConfig:
         unknown = sorted(set(self.params) - set(FIELD_KEYS))
         if unknown:
             raise ValueError(f"cannot identify {', '.join(unknown)}; identifiable: {', '.join(FIELD_KEYS)}")
+        self.bounds = {**DEFAULT_BOUNDS, **{k: (float(lo), float(hi)) for k, (lo, hi) in self.bounds.items()}}
+        bad = [p for p in self.params if not self.bounds[p][0] < self.bounds[p][1]]
+        if bad:
+            raise ValueError(f"sysid bounds of {', '.join(bad)} must be [low, high] with low < high")
+
+
+@dataclass
+class Window:
+    """A stretch of a log to replay: the joint targets [T, n] and the base-frame velocities [T, 3] they produced,
+    from the state just before the first target (base velocities, joint state) and the targets issued before it
+    (what the actuation delay still applies during the first steps)."""
+
+    targets: np.ndarray
+    lin_vel: np.ndarray
+    ang_vel: np.ndarray
+    start_lin_vel: np.ndarray  # (3,)
+    start_ang_vel: np.ndarray  # (3,)
+    start_joint_pos: np.ndarray  # (n,)
+    start_joint_vel: np.ndarray  # (n,)
+    earlier_targets: np.ndarray  # (k, n), most recent first; empty: the robot was at rest
+    start_quat: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0, 0.0]))  # w, x, y, z
+    start_height: float | None = None  # base height; None: the robot's nominal one
+
+    @classmethod
+    def from_rest(cls, spec: RobotSpec, targets: np.ndarray, lin_vel: np.ndarray, ang_vel: np.ndarray) -> Window:
+        pose = np.asarray(spec.default_pose, dtype=np.float64)
+        zeros = np.zeros(3)
+        return cls(targets, lin_vel, ang_vel, zeros, zeros, pose, np.zeros_like(pose), np.zeros((0, len(pose))))
 
 
 @dataclass
@@ -43,59 +75,124 @@ class SysIdResult:
     error_before: float  # trajectory error of the nominal twin
     error_after: float  # trajectory error with the identified values
     history: list[float]  # best error per generation
+    steps: int = 0  # logged control steps replayed per candidate
+
+    def to_dict(self) -> dict:
+        return {"values": self.values, "error_before": self.error_before, "error_after": self.error_after,
+                "history": self.history, "steps": self.steps}
 
 
-def replay_errors(spec: RobotSpec, targets: np.ndarray, lin_vel: np.ndarray, ang_vel: np.ndarray,
-                  candidates: list[dict[str, float]]) -> np.ndarray:
-    """Mean squared base-velocity error (vx, vy, wz) of each candidate replaying `targets` [T, n] from rest."""
-    n = len(candidates)
+def log_windows(logs: list[FieldLog], seconds: float, count: int) -> list[Window]:
+    """Up to `count` windows of `seconds`, spread evenly over the stretches of the logs where every input is
+    known (after the first /joint_commands, /joint_states and /odom)."""
+    candidates = []
+    for log in logs:
+        if len(log.t) < 3:
+            continue
+        length = max(2, int(round(seconds / log.dt)))
+        known = np.isfinite(log.joint_targets).all(1) & np.isfinite(log.joint_pos).all(1) & \
+            np.isfinite(log.joint_vel).all(1)
+        first = int(np.argmax(known)) if known.any() else len(log.t)
+        # a window [a, a + length) starts from the state logged at row a - 1
+        starts = range(max(first, 1), len(log.t) - length + 1, length)
+        candidates += [(log, a, length) for a in starts if known[a - 1:a + length].all()]
+    if not candidates:
+        return []
+    pick = np.unique(np.linspace(0, len(candidates) - 1, min(count, len(candidates))).round().astype(int))
+    windows = []
+    for i in pick:
+        log, a, length = candidates[i]
+        span = slice(a, a + length)
+        before = log.joint_targets[max(0, a - 10):a][::-1]
+        before = before[:np.argmin(np.isfinite(before).all(1))] if not np.isfinite(before).all() else before
+        height = float(log.base_height[a - 1]) if np.isfinite(log.base_height[a - 1]) else None
+        # the whole orientation, yaw included: MuJoCo's pyramidal friction cones are not symmetric under yaw
+        quat = log.orientation[a - 1] if log.orientation is not None else np.array([1.0, 0.0, 0.0, 0.0])
+        windows.append(Window(log.joint_targets[span], log.base_lin_vel[span], log.base_ang_vel[span],
+                              log.base_lin_vel[a - 1], log.base_ang_vel[a - 1], log.joint_pos[a - 1],
+                              log.joint_vel[a - 1], before, quat / np.linalg.norm(quat), height))
+    return windows
+
+
+def replay_errors(spec: RobotSpec, windows: list[Window], candidates: list[dict[str, float]]) -> np.ndarray:
+    """Mean squared base-velocity error (vx, vy, wz) of each candidate, averaged over the windows (equal lengths)."""
+    steps = {len(w.targets) for w in windows}
+    if len(steps) != 1:
+        raise ValueError(f"replay windows must have one length, got {sorted(steps)}")
+    (T,), nc, nw = steps, len(candidates), len(windows)
+    n = nc * nw  # env i = candidate i // nw on window i % nw
     twin = BatchedTwin(spec, num_envs=n, seed=0, randomization=RandomizationConfig(enabled=False),
                        resample_commands=False)
     twin.reset()
-    state = twin.backend.state()
-    start = np.tile(np.asarray(spec.default_pose, dtype=np.float64), (n, 1))
-    quat = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
-    twin.backend.set_state(np.arange(n), state["base_pos"] * [0, 0, 1], quat, np.zeros((n, 3)), np.zeros((n, 3)),
-                           start, np.zeros_like(start))
     for i, values in enumerate(candidates):
-        twin.set_params(fixed_params(values, spec.sim_dt), np.array([i]))
-    twin.max_episode_steps = len(targets) + 1
+        twin.set_params(fixed_params(values, spec.sim_dt, nw), np.arange(i * nw, (i + 1) * nw))
+    tile = lambda get: np.tile(np.stack([get(w) for w in windows]), (nc, 1))  # noqa: E731
+    pos = np.zeros((n, 3))
+    pos[:, 2] = tile(lambda w: [spec.base_height if w.start_height is None else w.start_height])[:, 0]
+    quat = tile(lambda w: w.start_quat)
+    conjugate = quat * [1.0, -1.0, -1.0, -1.0]  # rotate_world_to_base with the inverse: base -> world
+    twin.backend.set_state(np.arange(n), pos, quat, rotate_world_to_base(conjugate, tile(lambda w: w.start_lin_vel)),
+                           tile(lambda w: w.start_ang_vel), tile(lambda w: w.start_joint_pos),
+                           tile(lambda w: w.start_joint_vel))
+    # the actuation delay still applies targets issued before the window: refill its history from the log
+    rest = np.zeros(spec.num_actions) if spec.control_mode == "velocity" else np.asarray(spec.default_pose)
+    state = twin.state_dict()
+    history = state["arrays"]["target_history"]
+    for j in range(len(history)):
+        history[j] = tile(lambda w, j=j: w.earlier_targets[min(j, len(w.earlier_targets) - 1)]
+                          if len(w.earlier_targets) else rest)
+    twin.load_state_dict(state)
+    twin.max_episode_steps = T + 1
+    targets, lin_vel, ang_vel = (np.tile(np.stack([getattr(w, k) for w in windows], 1), (1, nc, 1))
+                                 for k in ("targets", "lin_vel", "ang_vel"))  # (T, n, .)
     err = np.zeros(n)
-    for t in range(len(targets)):
-        twin.step(np.tile(twin.actions_from_targets(targets[t]), (n, 1)))
+    for t in range(T):
+        twin.step(twin.actions_from_targets(targets[t]))
         lin, ang = twin.task.base_velocities(twin.backend.state())
-        err += (lin[:, 0] - lin_vel[t, 0]) ** 2 + (lin[:, 1] - lin_vel[t, 1]) ** 2 + (ang[:, 2] - ang_vel[t, 2]) ** 2
+        err += ((lin[:, :2] - lin_vel[t, :, :2]) ** 2).sum(1) + (ang[:, 2] - ang_vel[t, :, 2]) ** 2
     twin.close()
-    return err / len(targets)
+    return (err / T).reshape(nc, nw).mean(1)
 
 
-def identify(spec: RobotSpec, targets: np.ndarray, lin_vel: np.ndarray, ang_vel: np.ndarray,
-             cfg: SysIdConfig | None = None, progress=None) -> SysIdResult:
-    """Fit cfg.params to the log (targets [T, n], base-frame velocities [T, 3]); returns values and errors."""
+def identify(spec: RobotSpec, windows: list[Window], cfg: SysIdConfig | None = None, progress=None) -> SysIdResult:
+    """Fit cfg.params to the replay windows; returns the values and the trajectory errors before and after."""
     import cma
 
     cfg = cfg or SysIdConfig()
-    if not np.all(np.isfinite(targets)):
-        raise ValueError("the log has no usable /joint_commands over its whole span; system id replays them")
+    if not windows:
+        raise ValueError("no stretch of the logs has /joint_commands, /joint_states and /odom together; "
+                         "system id replays the logged joint commands")
+    if not all(np.all(np.isfinite(w.targets)) for w in windows):
+        raise ValueError("a replay window has missing /joint_commands; system id replays them")
+    # continuous parameters search [0, 1] of their bounds; latency searches whole physics steps (an integer
+    # variable: the twin delays by whole steps, so a continuous latency would give CMA flat steps to climb)
     lo = np.array([cfg.bounds[p][0] for p in cfg.params])
     hi = np.array([cfg.bounds[p][1] for p in cfg.params])
+    is_latency = np.array([p == "latency_s" for p in cfg.params])
+    top = np.where(is_latency, np.floor(hi / spec.sim_dt), 1.0)
 
-    def decode(x: np.ndarray) -> dict[str, float]:  # CMA works in [0, 1] per parameter
-        values = {p: float(v) for p, v in zip(cfg.params, lo + np.clip(x, 0, 1) * (hi - lo), strict=True)}
-        if "latency_s" in values:  # the twin applies whole physics steps of delay
-            values["latency_s"] = round(values["latency_s"] / spec.sim_dt) * spec.sim_dt
-        return values
+    def decode(x: np.ndarray) -> dict[str, float]:
+        x = np.clip(x, 0, top)
+        values = np.where(is_latency, np.round(x) * spec.sim_dt, lo + x * (hi - lo))
+        return {p: float(v) for p, v in zip(cfg.params, values, strict=True)}
 
-    es = cma.CMAEvolutionStrategy(np.full(len(cfg.params), 0.5), 0.3, {
-        "bounds": [0, 1], "popsize": cfg.population, "seed": cfg.seed + 1, "verbose": -9})
+    nominal = np.array([NOMINAL[p] for p in cfg.params])  # the search starts from the twin as it was
+    x0 = np.where(is_latency, np.round(np.clip(nominal, lo, hi) / spec.sim_dt), (np.clip(nominal, lo, hi) - lo) /
+                  (hi - lo))
+    es = cma.CMAEvolutionStrategy(x0, 0.3, {
+        "bounds": [np.zeros(len(top)).tolist(), top.tolist()], "CMA_stds": np.where(is_latency, top, 1.0).tolist(),
+        "integer_variables": np.flatnonzero(is_latency).tolist(), "popsize": cfg.population, "seed": cfg.seed + 1,
+        "verbose": -9})
     history = []
     for g in range(cfg.generations):
         xs = es.ask()
-        errors = replay_errors(spec, targets, lin_vel, ang_vel, [decode(x) for x in xs])
+        errors = replay_errors(spec, windows, [decode(x) for x in xs])
         es.tell(xs, errors.tolist())
         history.append(float(es.result.fbest))
         if progress is not None:
             progress(g + 1, cfg.generations, history[-1])
     best = decode(es.result.xbest)
-    before, after = replay_errors(spec, targets, lin_vel, ang_vel, [{}, best])
-    return SysIdResult(best, float(before), float(after), history)
+    before, after = replay_errors(spec, windows, [{}, best])
+    if after >= before:  # nothing fits better than the twin as it was
+        best, after = decode(x0), before
+    return SysIdResult(best, float(before), float(after), history, sum(len(w.targets) for w in windows))

@@ -1,0 +1,67 @@
+"""Fine-tuning support in PPO: a new run starts from another run's weights and normalisers, with randomisation
+ranges centred where system identification put them."""
+
+import pytest
+import torch
+
+from training.ppo.checkpoint import load_checkpoint
+from training.ppo.config import ConfigError, PPOConfig
+from training.ppo.runner import PPORunner
+from training.retrain.config import RetrainConfig
+
+SMALL = {"num_envs": 16, "eval_envs": 4, "num_steps_per_env": 4, "num_mini_batches": 2, "iterations": 1,
+         "actor_hidden_dims": [16], "critic_hidden_dims": [16], "nthread": 1}
+
+
+@pytest.fixture(scope="module")
+def source_checkpoint(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("source")
+    runner = PPORunner(PPOConfig.for_robot("rover", seed=1, **SMALL), run_dir)
+    runner.collect()
+    runner._update()  # weights and normalisers that differ from a fresh initialisation
+    runner.iteration = 1
+    path = runner.save()
+    runner.close()
+    return path
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_init_from_starts_a_new_run_with_the_source_weights(source_checkpoint):
+    saved = load_checkpoint(source_checkpoint)
+    fresh = PPORunner(PPOConfig.for_robot("rover", seed=2, **SMALL))
+    tuned = PPORunner(PPOConfig.for_robot("rover", seed=2, init_from=str(source_checkpoint.parent.parent), **SMALL))
+    try:
+        assert not _same(fresh.alg.actor.state_dict(), saved["actor"])
+        assert _same(tuned.alg.actor.state_dict(), saved["actor"])  # weights and observation normaliser
+        assert _same(tuned.alg.critic.state_dict(), saved["critic"])
+        assert tuned.iteration == 0 and tuned.env_steps == 0  # a new run, not a resumed one
+    finally:
+        fresh.close()
+        tuned.close()
+
+
+def test_init_from_refuses_other_networks(source_checkpoint):
+    with pytest.raises(ConfigError, match="actor_hidden_dims"):
+        PPORunner(PPOConfig.for_robot("rover", init_from=str(source_checkpoint), **{**SMALL,
+                                                                                   "actor_hidden_dims": [8]}))
+
+
+def test_randomisation_centred_on_identified_values():
+    ranges = RetrainConfig.from_yaml().centred_ranges({"payload_kg": 3.0, "latency_s": 0.06})
+    assert ranges["payload_kg"] == pytest.approx([2.5, 3.5]) and ranges["latency_s"] == pytest.approx([0.05, 0.07])
+    runner = PPORunner(PPOConfig.for_robot("rover", randomization_ranges=ranges, **SMALL))
+    try:
+        r = runner.env.twin.randomization
+        assert r.payload_kg == pytest.approx((2.5, 3.5)) and r.latency_s == pytest.approx((0.05, 0.07))
+        assert r.friction == runner.spec.randomization.friction  # not identified: the robot YAML's range
+        runner.evaluate()
+        assert runner.evaluator.twin.randomization == r  # the threshold is judged on the same physics
+        # the twin draws inside the centred ranges
+        assert ((runner.env.twin.params.payload_kg >= 2.5) & (runner.env.twin.params.payload_kg <= 3.5)).all()
+    finally:
+        runner.close()
+    with pytest.raises(ConfigError, match="unknown randomization key.*gravity"):
+        PPOConfig.for_robot("rover", randomization_ranges={"gravity": [1, 2]})
