@@ -165,22 +165,29 @@ class Operator:
     """The run's operator node: plays the /cmd_vel or /instruction script on the robot's clock (the /odom stamps:
     simulated time in lockstep) and records, per /odom, the command in force and the robot's motion."""
 
-    def __init__(self, node, segments: list[Segment] | None, instructions: list[Instruction] | None, dt: float):
+    def __init__(self, node, segments: list[Segment] | None, instructions: list[Instruction] | None, dt: float,
+                 lockstep: bool):
         from geometry_msgs.msg import Twist
         from nav_msgs.msg import Odometry
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-        from std_msgs.msg import String
+        from std_msgs.msg import Float64MultiArray, String
 
-        self.segments, self.script, self.dt = segments, list(instructions or []), dt
+        self.segments, self.script, self.dt, self.lockstep = segments, list(instructions or []), dt, lockstep
         self.Twist, self.String = Twist, String
         self.samples: list[list[float]] = []
         self.sent: list[dict] = []  # instructions published: {t_s, text}
         self.plans: list[dict] = []  # instruction_node's ~/plan messages, with the time they came
-        self.t0: float | None = None
+        self.t0: float | None = None  # the robot's clock at script time zero
+        self.seen = False  # a state came in
+        self.commanding = False  # a /joint_commands came out of policy_node
+        self.started = False  # set once policy_node runs: instructions play from then on
         self._cmd, self._cmd_t = np.zeros(3), -math.inf
         self.pub_cmd = node.create_publisher(Twist, "/cmd_vel", 10) if segments else None
         self.pub_instruction = node.create_publisher(String, "/instruction", 10)
         node.create_subscription(Odometry, "/odom", self._on_odom, qos_profile_sensor_data)
+        if not lockstep:
+            node.create_subscription(Float64MultiArray, "/joint_commands",
+                                     lambda _: setattr(self, "commanding", True), 10)
         if instructions:  # the reference is what instruction_node commands
             node.create_subscription(Twist, "/cmd_vel", self._on_cmd_vel, 10)
             latched = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
@@ -199,8 +206,13 @@ class Operator:
 
     def _on_odom(self, msg) -> None:
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-        if self.t0 is None:
+        self.seen = True
+        if self.t0 is None and (self.lockstep or self.commanding):
+            # lockstep: time stands still until the policy runs, so zero is the start state; real time: the world
+            # runs on while policy_node starts up, and the script starts once it commands the robot
             self.t0 = stamp
+        if self.t0 is None:
+            return
         t = stamp - self.t0
         if self.samples and t <= self.samples[-1][0]:
             return  # the same state again (a lockstep bridge resends a state nobody answered)
@@ -213,7 +225,7 @@ class Operator:
             self.pub_cmd.publish(twist)
         else:
             cmd = self._cmd if t - self._cmd_t <= CMD_TIMEOUT_S else np.zeros(3)
-            while self.script and self.script[0].t_s <= t:
+            while self.started and self.script and self.script[0].t_s <= t:
                 entry = self.script.pop(0)
                 self.pub_instruction.publish(self.String(data=entry.text))
                 self.sent.append({"t_s": round(t, 3), "text": entry.text})
@@ -273,9 +285,12 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
     rclpy.init(context=context)
     node = rclpy.create_node("sil_operator", context=context,
                              parameter_overrides=[Parameter("use_sim_time", value=lockstep)])
-    operator = Operator(node, segments, script, robot.control_dt)
+    operator = Operator(node, segments, script, robot.control_dt, lockstep)
     executor = rclpy.executors.SingleThreadedExecutor(context=context)
     executor.add_node(node)
+
+    def subscribed(node_name: str, topic: str) -> bool:
+        return any(i.node_name == node_name for i in node.get_subscriptions_info_by_topic(topic))
 
     def wait_for(what: str, ready, seconds: float) -> None:
         wall_limit = time.monotonic() + seconds
@@ -289,15 +304,15 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
         # the robot starts moving when policy_node starts: before that, this operator must have the start state
         # (time zero of its script), the recorder must be listening and instruction_node (it subscribes once its
         # model is loaded) ready to hear the first instruction
-        wait_for("sim_bridge_node", lambda: operator.samples, 60)
+        wait_for("sim_bridge_node", lambda: operator.seen, 60)
         if record:
-            wait_for("field_recorder", lambda: any(
-                i.node_name == "field_recorder" for i in node.get_subscriptions_info_by_topic("/odom")), 60)
+            wait_for("field_recorder", lambda: subscribed("field_recorder", "/odom"), 60)
         if script:
-            wait_for("instruction_node", lambda: operator.pub_instruction.get_subscription_count() > 0, MODEL_LOAD_S)
+            wait_for("instruction_node", lambda: subscribed("instruction_node", "/instruction"), MODEL_LOAD_S)
         procs.append(_start("policy_node", {"artifact": artifact, "backend": backend, "use_sim_time": sim_time,
                                             "trigger": "joint_states" if lockstep else "timer",
                                             "allow_unvalidated": str(allow_unvalidated).lower()}, log_dir))
+        operator.started = True
         wall_limit = time.monotonic() + 60 + (duration * 1.5 if real_time else duration * 5)
         while operator.t < duration and time.monotonic() < wall_limit:
             executor.spin_once(timeout_sec=0.05)

@@ -83,3 +83,28 @@ def test_trained_policy_tracks_a_cmd_vel_step_over_ros_as_in_the_twin(trained_ro
     assert {(0.5, 0.0, 0.0), (0.0, 0.0, 1.0)} <= {tuple(c) for c in log.commands}
     # /joint_commands: all but the first moments, while discovery matches the recorder with policy_node
     assert np.mean(np.isfinite(log.joint_targets).all(axis=1)) > 0.8
+
+
+def test_instruction_script_drives_the_robot_through_instruction_node(trained_rover, tmp_path):
+    """The deployment form of the run (sim2real loop): /instruction texts at simulated times, instruction_node's
+    /cmd_vel both drives policy_node and is the reference the KPIs score against; all of it in the field log."""
+    from mcap_ros2.reader import read_ros2_messages
+
+    from tests.rlhf_helpers import minimal_run
+
+    script = tmp_path / "instructions.yaml"
+    script.write_text(yaml.safe_dump([{"t_s": 0.0, "text": "drive forward 1 meter"},
+                                      {"t_s": 5.0, "text": "turn left 90 degrees"}]))
+    logs = tmp_path / "logs"
+    sil = run_sil(str(trained_rover), 9.0, record=str(logs), backend="onnxruntime", allow_unvalidated=True,
+                  instructions=script, instruction_model=minimal_run()["model_dir"])
+
+    forward, turn = sil["instructions"]
+    assert [forward["text"], turn["text"]] == ["drive forward 1 meter", "turn left 90 degrees"]
+    assert forward["valid"] and forward["plan"][0]["vx"] > 0 and forward["planned_at_s"] < 5.0, forward
+    assert turn["valid"] and turn["plan"][0]["wz"] > 0 and turn["planned_at_s"] >= 5.0, turn
+    moved = sil["displacement"]
+    assert 0.5 < moved["forward_m"] < 1.6 and 0.8 < moved["yaw_rad"] < 2.4, moved
+    assert sil["falls"] == 0 and sil["tracking_error_lin"] < 0.2 and sil["tracking_error_ang"] < 0.3, sil
+    said = [m.ros_msg.data for f in mcap_files(logs) for m in read_ros2_messages(f, topics=["/instruction"])]
+    assert said == ["drive forward 1 meter", "turn left 90 degrees"]
