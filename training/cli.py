@@ -18,7 +18,9 @@ from edge.errors import UserError  # noqa: F401 - subcommands raise training.cli
 SUBCOMMANDS = {
     "demo": "sim.demo",
     "export": "training.export_cmd",
+    "lineage": "training.lineage_cmd",
     "loop": "training.loop_cmd",
+    "retrain": "training.retrain_cmd",
     "sil": "ros_nodes.sil",
     "train": "training.train_cmd",
     "validate": "training.validate_cmd",

@@ -12,6 +12,7 @@ from edge.errors import UserError
 from edge.manifest import Manifest
 from training.ppo.checkpoint import latest_checkpoint
 from training.ppo.config import PPOConfig
+from training.retrain.sysid import NOMINAL
 
 DEFAULT_RUNS = Path("runs")
 
@@ -36,8 +37,12 @@ def training_run_dir(artifact_dir: Path, manifest: Manifest, registered: str | N
 
 def finetune_config(run_dir: Path, ranges: dict[str, list[float]], out_root: Path, overrides: dict,
                     seed: int = 0) -> PPOConfig:
-    """The deployed run's own config, starting from its latest checkpoint, randomisation centred on `ranges`."""
+    """The deployed run's own config, starting from its latest checkpoint, randomisation centred on `ranges`.
+    A run trained on the nominal twin keeps everything else nominal (no pushes, no observation noise): the
+    fine-tuning adapts it to what was identified, not to a harder task at the same time."""
     cfg = PPOConfig.from_yaml(run_dir / "config.yaml")
+    if not cfg.randomization:
+        ranges = {**{k: [v, v] for k, v in NOMINAL.items()}, "obs_noise": 0.0, "push_interval_s": 0.0, **ranges}
     return cfg.replace(**{
         "init_from": str(latest_checkpoint(run_dir)), "randomization": True, "randomization_ranges": ranges,
         "run_root": str(out_root), "seed": seed, "stop_at_threshold": False, "max_seconds": None, "export": True,

@@ -117,6 +117,8 @@ def retrain(logs: Path | list[Path], artifact: Path, out_dir: Path, budget: str 
     with Registry(registry or DEFAULT_REGISTRY) as reg:
         parent_sha = manifest.policy["sha256"]
         reg.add_artifact(parent_sha, artifact, spec.name, manifest.training_run_id, None)
+        if reg.deployed(spec.name) is None:  # the artifact the logs came from is the one in service
+            reg.mark_deployed(parent_sha, spec.name)
         if retrain_id is None:
             retrain_id = reg.begin(out_dir, parent_sha)
 
@@ -272,8 +274,7 @@ def _promote(new: Path, campaigns: dict, cfg: RetrainConfig) -> dict:
     from sim.campaign.config import load_campaign
     from training.retrain.promote import CampaignCheck, decide, write_verdict
 
-    checks = [CampaignCheck(c["kind"], c["name"], c["passed"], c["failed_checks"], c["kpi_means"],
-                            c["deployed_kpi_means"]) for c in campaigns["checks"]]
+    checks = [CampaignCheck.from_dict(c) for c in campaigns["checks"]]
     promoted, reason = decide(checks, cfg.promotion)
     verdict = None
     if promoted:

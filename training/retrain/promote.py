@@ -1,7 +1,8 @@
 """Promotion of a retrained artifact: the campaigns' gates pass and, campaign by campaign, it is not worse than
-the deployed artifact run through the same scenarios. Promoting writes the standard campaign's verdict into
-the artifact's manifest (sim.campaign.promotion.make_verdict, what deployment checks) and marks it deployed in
-the lineage registry."""
+the deployed artifact run through the same scenarios: no scenario regresses (fails where the deployed artifact
+passes) and no KPI mean moves toward its gate limit by more than a tolerance of that limit. Promoting writes
+the standard campaign's verdict into the artifact's manifest (sim.campaign.promotion.make_verdict, what
+deployment checks) and marks it deployed in the lineage registry."""
 
 from __future__ import annotations
 
@@ -26,30 +27,42 @@ class CampaignCheck:
     failed_checks: list[str]
     new: dict[str, float]  # KPI means
     deployed: dict[str, float]
+    limits: dict[str, float]  # the campaign's gate limit per KPI
+    regressions: int  # scenarios the new artifact fails and the deployed one passes (sim.campaign.compare)
 
     def worse(self, rule: PromotionRule) -> list[str]:
-        """The KPIs on which the new artifact is worse than the deployed one beyond the tolerance."""
-        out = []
+        """Why the new artifact is worse than the deployed one here: regressions, and KPI means that moved
+        toward their gate limit by more than `tolerance` of it (KPIs without a limit above 0: of 1 unit)."""
+        out = [f"{self.regressions} scenario(s) of {self.name} fail that the deployed artifact passes"] \
+            if self.regressions else []
         for k in rule.kpis:
             if k not in self.new or k not in self.deployed:
                 continue
-            new, old = self.new[k], self.deployed[k]
-            if new - old > max(rule.tolerance * abs(old), rule.min_abs):
-                out.append(f"{k} {new:.3g} vs {old:.3g} deployed on {self.name}")
+            new, old, limit = self.new[k], self.deployed[k], self.limits.get(k, 0.0)
+            if new - old > max(rule.tolerance * (limit if limit > 0 else 1.0), rule.min_abs):
+                out.append(f"{k} {new:.3g} vs {old:.3g} deployed on {self.name}"
+                           + (f" (gate {limit:g})" if limit > 0 else ""))
         return out
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "name": self.name, "passed": self.passed, "failed_checks": self.failed_checks,
-                "kpi_means": self.new, "deployed_kpi_means": self.deployed}
+                "kpi_means": self.new, "deployed_kpi_means": self.deployed, "limits": self.limits,
+                "regressions": self.regressions}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CampaignCheck:
+        return cls(d["kind"], d["name"], d["passed"], d["failed_checks"], d["kpi_means"], d["deployed_kpi_means"],
+                   d["limits"], d["regressions"])
 
 
 def campaign_check(kind: str, summary: dict) -> CampaignCheck:
     """From run_campaign's summary with compare_to=<deployed>: mean_delta is new - deployed per KPI."""
     new = {k: v["mean"] for k, v in summary["kpis"].items()}
-    delta = summary["comparison"]["mean_delta"]
+    comparison = summary["comparison"]
     return CampaignCheck(kind, summary["campaign"], bool(summary["passed"]),
                          [c["gate"] for c in summary["checks"] if not c["passed"]], new,
-                         {k: new[k] - d for k, d in delta.items() if k in new})
+                         {k: new[k] - d for k, d in comparison["mean_delta"].items() if k in new},
+                         dict(summary["gates"]["kpis"]), int(comparison["regressions"]))
 
 
 def decide(checks: list[CampaignCheck], rule: PromotionRule) -> tuple[bool, str]:
@@ -59,7 +72,8 @@ def decide(checks: list[CampaignCheck], rule: PromotionRule) -> tuple[bool, str]
         return False, "gates failed: " + "; ".join(failing)
     worse = [w for c in checks for w in c.worse(rule)]
     if worse:
-        return False, f"worse than the deployed artifact (tolerance {100 * rule.tolerance:g}%): " + "; ".join(worse)
+        return False, (f"worse than the deployed artifact (tolerance {100 * rule.tolerance:g}% of a gate limit): "
+                       + "; ".join(worse))
     better = []
     for c in checks:
         for k in rule.kpis:

@@ -1,0 +1,103 @@
+"""`sim2real retrain`: field logs -> drift decision -> system identification -> fine-tuning -> campaigns ->
+promotion, once (--logs) or as logs arrive (--watch)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "Retrain from field logs: drift check, system id of the twin, fine-tune, re-validate, promote."
+EXAMPLES = """examples:
+  sim2real retrain --logs field_logs/ --artifact policy/                 # one shot
+  sim2real retrain --logs field_logs/ --artifact policy/ --budget minimal --out runs/retrain/try1
+  sim2real retrain --watch field_logs/ --artifact policy/                # as field_recorder finalises segments
+  sim2real retrain --logs field_logs/ --artifact policy/ --force         # retrain even without drift
+  sim2real lineage runs/retrain/try1/train/rover/<stamp>/policy         # where an artifact came from
+
+Stages write OUT/<stage>.json and are skipped when it exists: re-running the same command after an
+interruption resumes (fine-tuning from its last checkpoint, campaigns from their results). Watch mode claims
+each log (by sha256) in the registry before processing it and marks it done after, so a log is processed once,
+also across crashes. Exit status: 0 promoted or no drift, 1 retrained but not promoted.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--logs", metavar="DIR", help="field logs: an .mcap file or a directory of them (one shot)")
+    src.add_argument("--watch", metavar="DIR", help="process finalised logs as they appear in DIR")
+    p.add_argument("--artifact", required=True, help="the deployed policy artifact the logs came from")
+    p.add_argument("--budget", default="quick", help="minimal, quick, full (config/retrain/retrain.yaml) or a "
+                   "budget YAML (default quick)")
+    p.add_argument("--out", help="output directory (default runs/retrain/<timestamp>; watch: one subdirectory per "
+                   "retraining under runs/retrain/watch)")
+    p.add_argument("--registry", default="runs/registry.sqlite", help="lineage registry (default %(default)s)")
+    p.add_argument("--force", action="store_true", help="retrain even when the trigger stays silent")
+    p.add_argument("--trigger", help="trigger policy YAML (default config/retrain/trigger.yaml)")
+    p.add_argument("--config", help="retraining YAML (default config/retrain/retrain.yaml)")
+    p.add_argument("--debounce", type=float, default=2.0, help="watch: seconds without new logs before a batch")
+    p.add_argument("--exit-when-idle", type=float, metavar="S", help="watch: stop after S seconds with nothing new")
+    p.add_argument("--json", metavar="FILE", help="write the result(s) as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    import datetime
+    import json
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from training.retrain.config import DEFAULT_CONFIG
+    from training.retrain.watch import WatchConfig, watch
+
+    console = Console()
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    kwargs = {"budget": args.budget, "force": args.force, "config": Path(args.config or DEFAULT_CONFIG),
+              "trigger": Path(args.trigger) if args.trigger else None,
+              "log": lambda line: console.print(f"[bold]retrain[/]: {line}", highlight=False)}
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(stage: str, fraction: float) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=1.0)
+            bar.update(tasks[stage], completed=fraction)
+
+        kwargs["progress"] = progress
+        if args.watch:
+            results = watch(Path(args.watch), Path(args.artifact), Path(args.out or "runs/retrain/watch"),
+                            Path(args.registry), WatchConfig(debounce_s=args.debounce,
+                                                             idle_exit_s=args.exit_when_idle),
+                            say=kwargs["log"], **kwargs)
+        else:
+            from training.retrain.pipeline import retrain
+
+            results = [retrain(Path(args.logs), Path(args.artifact), Path(args.out or f"runs/retrain/{stamp}"),
+                               registry=Path(args.registry), **kwargs)]
+    for r in results:
+        _print(console, r)
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1))
+    return 1 if any(r.triggered and not r.promoted for r in results) else 0
+
+
+def _print(console, r) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"retraining {r.lineage_id} ({r.out_dir})", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("")
+    table.add_row("trigger", ("RETRAIN: " if r.triggered else "no drift: ") + r.reason)
+    if r.identified:
+        table.add_row("identified", ", ".join(f"{k} = {v:.4g}" for k, v in r.identified.items()))
+        table.add_row("trajectory error", f"{r.sysid_error_before:.4g} (twin as trained) -> "
+                      f"{r.sysid_error_after:.4g} (identified)")
+    if r.training_run:
+        table.add_row("training run", r.training_run)
+    for name, c in r.campaigns.items():
+        table.add_row(f"campaign {name}", ("PASS" if c["passed"] else "FAIL: " + ", ".join(c["failed_checks"]))
+                      + f"  ({c['report']})")
+    if r.new_artifact:
+        table.add_row("promoted" if r.promoted else "not promoted", f"{r.promotion_reason}\n{r.new_artifact}")
+    table.add_row("stages", ", ".join(f"{k} {v:.0f} s" for k, v in r.timings.items()))
+    console.print(table)
