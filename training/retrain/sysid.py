@@ -62,12 +62,6 @@ class Window:
     start_quat: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0, 0.0]))  # w, x, y, z
     start_height: float | None = None  # base height; None: the robot's nominal one
 
-    @classmethod
-    def from_rest(cls, spec: RobotSpec, targets: np.ndarray, lin_vel: np.ndarray, ang_vel: np.ndarray) -> Window:
-        pose = np.asarray(spec.default_pose, dtype=np.float64)
-        zeros = np.zeros(3)
-        return cls(targets, lin_vel, ang_vel, zeros, zeros, pose, np.zeros_like(pose), np.zeros((0, len(pose))))
-
 
 @dataclass
 class SysIdResult:
@@ -116,6 +110,13 @@ def log_windows(logs: list[FieldLog], seconds: float, count: int) -> list[Window
 
 def replay_errors(spec: RobotSpec, windows: list[Window], candidates: list[dict[str, float]]) -> np.ndarray:
     """Mean squared base-velocity error (vx, vy, wz) of each candidate, averaged over the windows (equal lengths)."""
+    velocities = replay(spec, windows, candidates)  # (T, candidates, windows, 3)
+    logged = np.stack([np.concatenate([w.lin_vel[:, :2], w.ang_vel[:, 2:]], 1) for w in windows], 1)
+    return ((velocities - logged[:, None]) ** 2).sum(-1).mean(0).mean(-1)
+
+
+def replay(spec: RobotSpec, windows: list[Window], candidates: list[dict[str, float]]) -> np.ndarray:
+    """The base velocities (vx, vy, wz) of each candidate replaying each window: [T, candidates, windows, 3]."""
     steps = {len(w.targets) for w in windows}
     if len(steps) != 1:
         raise ValueError(f"replay windows must have one length, got {sorted(steps)}")
@@ -143,15 +144,14 @@ def replay_errors(spec: RobotSpec, windows: list[Window], candidates: list[dict[
                           if len(w.earlier_targets) else rest)
     twin.load_state_dict(state)
     twin.max_episode_steps = T + 1
-    targets, lin_vel, ang_vel = (np.tile(np.stack([getattr(w, k) for w in windows], 1), (1, nc, 1))
-                                 for k in ("targets", "lin_vel", "ang_vel"))  # (T, n, .)
-    err = np.zeros(n)
+    targets = np.tile(np.stack([w.targets for w in windows], 1), (1, nc, 1))  # (T, n, actions)
+    out = np.zeros((T, n, 3))
     for t in range(T):
         twin.step(twin.actions_from_targets(targets[t]))
         lin, ang = twin.task.base_velocities(twin.backend.state())
-        err += ((lin[:, :2] - lin_vel[t, :, :2]) ** 2).sum(1) + (ang[:, 2] - ang_vel[t, :, 2]) ** 2
+        out[t, :, :2], out[t, :, 2] = lin[:, :2], ang[:, 2]
     twin.close()
-    return (err / T).reshape(nc, nw).mean(1)
+    return out.reshape(T, nc, nw, 3)
 
 
 def identify(spec: RobotSpec, windows: list[Window], cfg: SysIdConfig | None = None, progress=None) -> SysIdResult:
