@@ -100,3 +100,9 @@ def projected_gravity(quat_wxyz: np.ndarray) -> np.ndarray:
     g = np.zeros(quat_wxyz.shape[:-1] + (3,))
     g[..., 2] = -1.0
     return rotate_world_to_base(quat_wxyz, g)
+
+
+def projected_gravity_one(w: float, x: float, y: float, z: float) -> tuple[float, float, float]:
+    """projected_gravity of one unit quaternion in plain floats, for a ROS callback: on a batch of one, numpy's
+    per-call overhead costs ~50x this. R^T (0, 0, -1) is minus the third row of the rotation matrix."""
+    return -2.0 * (x * z - w * y), -2.0 * (y * z + w * x), 2.0 * (x * x + y * y) - 1.0

@@ -10,7 +10,9 @@ good again. Imports numpy, the `edge` runtime and rclpy only: nothing of torch, 
 
 from __future__ import annotations
 
+import array
 import time
+from collections import deque
 
 import numpy as np
 import rclpy
@@ -27,7 +29,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from edge.errors import ArtifactError, BackendUnavailable
-from edge.observation import ObservationLayout, projected_gravity
+from edge.observation import ObservationLayout, projected_gravity_one
 from edge.runtime import BACKENDS, load_policy
 from edge.validation import require_validated
 
@@ -72,6 +74,9 @@ class PolicyNode(Node):
                                          "when the other inputs of that instant are in (the driver sets the rate; "
                                          "the timer then only watches for silence)"))
         self.declare_parameter("autostart", True, _describe("configure and activate at start-up"))
+        self.declare_parameter("executor", "events",
+                               _describe("events: rclpy's EventsExecutor (C++ event queue, a fraction of the "
+                                         "per-callback cost); single: SingleThreadedExecutor"))
         self.policy = None
         self._timer = None
         self._subs: list = []
@@ -133,7 +138,12 @@ class PolicyNode(Node):
             if o > 0:
                 self.cmd_low[i], self.cmd_high[i] = max(self.cmd_low[i], -o), min(self.cmd_high[i], o)
         self.needed = sorted({SOURCES[t.name] for t in self.layout.terms if t.name in SOURCES})
+        # |observation| bounds: PLAUSIBLE in observation units, inf elsewhere; NaN fails the test too
+        self.obs_bound = np.concatenate([np.abs(np.asarray(t.scale)) * PLAUSIBLE.get(t.name, np.inf)
+                                         for t in self.layout.terms])
         self.output_type = output_type
+        self._cmd_msg = Float64MultiArray()  # one message, refilled each tick
+        self._zero_command = np.zeros(3)
         # input age on the node's clock: under /clock (software in the loop) a slow wall-clock step is not a stale
         # input, the world waits for us; on the robot, monotonic time
         self._sim_time = bool(self.get_parameter("use_sim_time").value)
@@ -199,7 +209,7 @@ class PolicyNode(Node):
         self.fault_ticks = 0
         self.ticks = 0
         self.deadline_misses = 0
-        self.latencies: list[float] = []
+        self.latencies: deque[float] = deque(maxlen=1000)  # the diagnostics' window
         self._order = None
         self._names_seen: tuple[str, ...] | None = None
 
@@ -238,9 +248,8 @@ class PolicyNode(Node):
         self._received("joint_states", msg.header)
 
     def _on_imu(self, msg: Imu) -> None:
-        q = msg.orientation
-        self.values["projected_gravity"] = projected_gravity(np.array([[q.w, q.x, q.y, q.z]]))[0]
-        w = msg.angular_velocity
+        q, w = msg.orientation, msg.angular_velocity
+        self.values["projected_gravity"] = np.array(projected_gravity_one(q.w, q.x, q.y, q.z))
         self.values["base_ang_vel"] = np.array([w.x, w.y, w.z])
         self._received("imu", msg.header)
 
@@ -256,16 +265,21 @@ class PolicyNode(Node):
             self.cmd_stamp = self._input_time()
 
     # ------------------------------------------------------------------ control
-    def _check_inputs(self, now: float) -> tuple[int, str]:
+    def _stale(self, now: float) -> str | None:
         stale = [s for s in self.needed if now - self.stamp.get(s, -np.inf) > self.stale_s]
-        if stale:
-            return WARN, f"stale input: {', '.join(stale)} (older than {self.stale_s * 1000:.0f} ms)"
-        for name, v in self.values.items():
+        return f"stale input: {', '.join(stale)} (older than {self.stale_s * 1000:.0f} ms)" if stale else None
+
+    def _bad_value(self) -> str:
+        """Which input made the observation fail its bounds (the slow path, run only on a fault)."""
+        for t in self.layout.terms:
+            v = self.values.get(t.name)
+            if v is None:
+                continue
             if not np.all(np.isfinite(v)):
-                return ERROR, f"non-finite {name}"
-            if name in PLAUSIBLE and np.max(np.abs(v)) > PLAUSIBLE[name]:
-                return ERROR, f"{name} out of range (|value| > {PLAUSIBLE[name]:g})"
-        return OK, "running"
+                return f"non-finite {t.name}"
+            if t.name in PLAUSIBLE and np.max(np.abs(v)) > PLAUSIBLE[t.name]:
+                return f"{t.name} out of range (|value| > {PLAUSIBLE[t.name]:g})"
+        return "observation out of range"
 
     def _watchdog(self) -> None:
         """Event-triggered mode: when /joint_states falls silent, ticks come from here and hold the safe pose.
@@ -281,21 +295,29 @@ class PolicyNode(Node):
         if self._last_tick is not None and start - self._last_tick > 1.5 * self.period:
             self.deadline_misses += 1
         self._last_tick = start
-        # the instant ticked on, when the clock message announcing it has not been served yet
-        self._last_tick_clock_ns = max(self.get_clock().now().nanoseconds, self._ticked_ns)
+        if self.trigger == "joint_states":  # the watchdog's reference: the instant ticked on, when the clock
+            # message announcing it has not been served yet
+            self._last_tick_clock_ns = max(self.get_clock().now().nanoseconds, self._ticked_ns)
         self.ticks += 1
         now = self._input_time()
-        level, message = self._check_inputs(now)
+        level, message = OK, "running"
+        stale = self._stale(now)
+        if stale:
+            level, message = WARN, stale
+        else:
+            command = self.command if now - self.cmd_stamp <= self.cmd_timeout_s else self._zero_command
+            values = {**self.values, "velocity_command": command, "last_action": self._last_action}
+            obs = self.layout.assemble(values)
+            # one vectorised test on the hot path; which input failed is looked up only on a fault
+            if not np.all(np.abs(obs) <= self.obs_bound):
+                level, message = ERROR, self._bad_value()
         if level != OK:
             targets = self.safe_targets
             self.fault_ticks += 1
             self.policy.reset()  # on recovery the safety filter ramps from the safe pose
             self._last_action = self.policy.safety.safe_action.astype(np.float64)
         else:
-            command = self.command if now - self.cmd_stamp <= self.cmd_timeout_s else np.zeros(3)
-            values = {**{k: v[None] for k, v in self.values.items()}, "velocity_command": command[None],
-                      "last_action": self._last_action[None]}
-            action = self.policy.act(self.layout.assemble(values)[0]).astype(np.float64)
+            action = self.policy.act(obs).astype(np.float64)
             self._last_action = action
             targets = self.offset + self.scale * action
         self._publish_targets(targets)
@@ -313,14 +335,17 @@ class PolicyNode(Node):
 
     def _publish_targets(self, targets: np.ndarray) -> None:
         if self.output_type == "float64_array":
-            self._pub_cmd.publish(Float64MultiArray(data=[float(t) for t in targets]))
+            data = array.array("d")  # taken as it is by the message (a list would be checked value by value)
+            data.frombytes(np.ascontiguousarray(targets, dtype=np.float64).tobytes())
+            self._cmd_msg.data = data
+            self._pub_cmd.publish(self._cmd_msg)
         else:
             traj = JointTrajectory(joint_names=self.joint_names)
             traj.points = [JointTrajectoryPoint(positions=[float(t) for t in targets])]
             self._pub_cmd.publish(traj)
 
     def _publish_diagnostics(self) -> None:
-        lat = np.array(self.latencies[-1000:]) * 1000 if self.latencies else np.zeros(1)
+        lat = np.array(self.latencies) * 1000 if self.latencies else np.zeros(1)
         status = DiagnosticStatus(level=self.level, name="policy_node", message=self.message,
                                   hardware_id=self.policy.manifest.robot["name"] if self.policy else "")
         pairs = {
@@ -343,8 +368,16 @@ def main(args: list[str] | None = None) -> None:
     node = PolicyNode()
     if node.get_parameter("autostart").value and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
         node.trigger_activate()
+    if node.get_parameter("executor").value == "events":
+        from rclpy.experimental import EventsExecutor
+
+        executor = EventsExecutor()
+    else:
+        executor = rclpy.executors.SingleThreadedExecutor()
+    executor.add_node(node)
     try:
-        rclpy.spin(node)
+        while rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RuntimeError:

@@ -77,6 +77,15 @@ def is_safe(cmd):
     return np.allclose(cmd, 0.0)  # the rover's safe action: wheels stopped
 
 
+def test_per_message_gravity_is_the_twins():
+    from edge.observation import projected_gravity, projected_gravity_one
+
+    q = np.random.default_rng(0).normal(size=(200, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    assert np.allclose([projected_gravity_one(*r) for r in q], projected_gravity(q), atol=1e-12)
+    assert projected_gravity_one(1.0, 0.0, 0.0, 0.0) == (0.0, 0.0, -1.0)
+
+
 def test_stale_joint_states_hold_the_safe_pose_and_recover(rover_artifact):
     with (
         node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", ALLOW) as proc,
