@@ -7,6 +7,7 @@ Exit codes: 0 every stage ran (warnings allowed), 1 a stage failed (e.g. the cam
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -21,6 +22,11 @@ EXAMPLES = """examples:
 Re-running resumes the newest unfinished runs/loop-* of the same robot and budget (or --out DIR) after its last
 finished stage; --fresh starts a new run. DIR/report.html holds every stage's verdict, figures and plots.
 """
+
+# the libraries' own logs and bars (vLLM's engine start-up, transformers' shard writer, tqdm), inherited by the
+# processes they spawn
+QUIET_LIBRARIES = {"VLLM_LOGGING_LEVEL": "WARNING", "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1",
+                   "HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONWARNINGS": "ignore::FutureWarning"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from training.loop.runner import REPORT_FILE, latest_unfinished, run_loop
     from training.loop.stages import FAIL, STAGES
 
+    for key, value in QUIET_LIBRARIES.items():  # the stage lines and bars say what happens; SIM2REAL_DEBUG=1 keeps all
+        if not os.environ.get("SIM2REAL_DEBUG"):
+            os.environ.setdefault(key, value)
     for path, what in ((args.field_twin, "--field-twin"), (args.instructions, "--instructions")):
         if not Path(path).is_file():
             raise FileNotFoundError(f"{what}: no such file {path}")

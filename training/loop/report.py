@@ -7,7 +7,6 @@ lineage of the artifact in service. A stage that has not run yet shows as such.
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 from pathlib import Path
@@ -18,6 +17,7 @@ from sim.campaign.report import STYLE, axis_heatmap, html_table, img_tag
 LOOP_STYLE = STYLE + """
 .warn { background: #ef6c00; } .skipped { background: #757575; } .pending { background: #9e9e9e; }
 td.verdict { text-align: center; } .note { color: #555; font-size: 14px; }
+.grid { display: grid; grid-template-columns: 1fr 1fr; gap: 8px; }
 """
 
 
@@ -122,9 +122,10 @@ def _campaign(stages: dict, out: Path) -> str:
              f"full report with worst-case trajectories: <a href='{link}'>{link}</a></p>",
              html_table(["KPI", "mean", "gate"], [[k, v["mean"], str(cfg.gates.kpis.get(k, "-"))]
                                                    for k, v in summary["kpis"].items()])]
+    parts.append("<div class='grid'>")
     for axis, entries in summary["axes"].items():
         parts.append(img_tag(axis_heatmap(axis, entries, names, cfg), f"heatmap: {axis}"))
-    return "".join(parts)
+    return "".join(parts) + "</div>"
 
 
 def _instruction(stages: dict, out: Path) -> str:
@@ -133,16 +134,17 @@ def _instruction(stages: dict, out: Path) -> str:
     if "instruction" not in stages:
         return _pending("Instruction model")
     d = stages["instruction"]["data"]
+    sft_valid = d.get("eval", {}).get("json_valid_rate_sft", float("nan"))
     fig, ax = plt.subplots(figsize=(6, 2.8))
     labels = ["intent accuracy", "JSON valid"]
-    ax.bar([0, 2], [d["intent_accuracy_sft"], d.get("json_valid_rate_sft", float("nan"))], label="SFT")
+    ax.bar([0, 2], [d["intent_accuracy_sft"], sft_valid], label="SFT")
     ax.bar([0.8, 2.8], [d["intent_accuracy"], d["json_valid_rate"]], label="RLHF")
     ax.axhline(0.9, color="grey", ls="--", lw=1)
     ax.set_xticks([0.4, 2.4], labels)
     ax.set_ylim(0, 1.05)
     ax.legend(loc="lower right")
     rows = [["intent accuracy (held-out)", d["intent_accuracy_sft"], d["intent_accuracy"]],
-            ["JSON-valid rate", d.get("json_valid_rate_sft", "-"), d["json_valid_rate"]],
+            ["JSON-valid rate", sft_valid, d["json_valid_rate"]],
             ["RLHF wins over SFT (reward model)", "-", d.get("win_rate_rm", "-")],
             ["RLHF wins over SFT (simulated operator)", "-", d.get("win_rate_operator", "-")]]
     return ("<h2>Instruction model</h2><p class='note'>held-out paraphrases; the RLHF model generates with "
@@ -153,31 +155,34 @@ def _instruction(stages: dict, out: Path) -> str:
 def _field(stages: dict, out: Path) -> str:
     import matplotlib.pyplot as plt
 
-    if "deploy" not in stages or "analyse" not in stages:
+    if "analyse" not in stages:
         return _pending("Field vs campaign KPIs")
     a = stages["analyse"]["data"]
     keys = ["tracking_error_lin", "tracking_error_ang"]
     series = {"campaign (twin)": [a["baseline_kpis"].get(k, float("nan")) for k in keys],
-              "field, first deployment": [stages["deploy"]["data"][k] for k in keys]}
-    if "final" in stages:
-        label = "field, retrained" if stages["final"]["data"]["promoted"] else "field, final check"
-        series[label] = [stages["final"]["data"][k] for k in keys]
-    fig, ax = plt.subplots(figsize=(7, 3))
+              "field, operator script": [a["duty_kpis"][k] for k in keys],
+              "field, instruction session": [a["instruction_session_kpis"][k] for k in keys]}
+    final = stages.get("final", {}).get("data")
+    if final:
+        label = "field, operator script, retrained" if final["promoted"] else "field, operator script, again"
+        series[label] = [final["field_kpis"][k] for k in keys]
+    fig, ax = plt.subplots(figsize=(8, 3))
     width = 0.8 / len(series)
+    ax.set_title("KPI means (the trigger compares the operator script's with the campaign's)", fontsize=10)
     for i, (label, values) in enumerate(series.items()):
         ax.bar([j + i * width for j in range(len(keys))], values, width, label=label)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(keys))], ["tracking error lin (m/s)", "ang (rad/s)"])
-    ax.legend()
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(keys))], ["tracking error lin (m/s)", "yaw rate (rad/s)"])
+    ax.legend(fontsize=8)
     reasons = "".join(f"<li>{html.escape(r)}</li>" for r in a["reasons"]) or "<li>no drift</li>"
     damage = "".join(f"<li>{html.escape(x)}</li>" for x in a["damage"])
-    final = stages.get("final", {}).get("data", {})
-    closed = final.get("gap_closed")
+    closed = "".join(f"<li>{html.escape(k)}: {100 * c:.0f}% of the field-vs-campaign gap closed</li>"
+                     for k, c in (final or {}).get("gap_closed", {}).items() if c is not None)
     return ("<h2>Field vs campaign KPIs</h2><p class='note'>field = the hidden-parameter field twin over ROS 2 "
-            f"(sim_bridge_node), KPIs from the recorded MCAP logs ({a['episodes']} episodes)</p>"
+            f"(sim_bridge_node), KPIs from the recorded MCAP logs with the campaign's KPI code; the trigger compares "
+            f"the operator script's ({a['episodes']} episodes) with the campaign means in the manifest</p>"
             f"<ul>{reasons}</ul>" + (f"<p>damaged log spans:</p><ul>{damage}</ul>" if damage else "")
             + html_table(["", *keys], [[k, *v] for k, v in series.items()]) + img_tag(fig, "field vs campaign KPIs")
-            + (f"<p>retraining closed <b>{100 * closed:.0f}%</b> of the field-vs-campaign gap in linear tracking</p>"
-               if closed is not None else ""))
+            + (f"<p>after retraining:</p><ul>{closed}</ul>" if closed else ""))
 
 
 def _sysid(stages: dict, out: Path) -> str:
@@ -189,7 +194,7 @@ def _sysid(stages: dict, out: Path) -> str:
     if stages["retrain"]["verdict"] == "skipped":
         return "<h2>System identification</h2><p class='note'>not needed: no drift</p>"
     hidden = {}
-    field_twin = Path(stages.get("deploy", {}).get("data", {}).get("field_twin") or "")
+    field_twin = Path(stages["deploy"]["data"]["field_twin"])
     if field_twin.is_file():
         hidden = yaml.safe_load(field_twin.read_text()) or {}
     rows = [[k, v, str(hidden.get(k, "-"))] for k, v in d["identified"].items()]
@@ -198,11 +203,7 @@ def _sysid(stages: dict, out: Path) -> str:
     if before is not None and after is not None:
         fit = (f"<p>trajectory error of the twin replaying the logged commands: {before:.4g} before, {after:.4g} "
                f"after identification ({100 * (1 - after / before):.0f}% lower)</p>")
-    plot = d.get("sysid_plot")
-    img = ""
-    if plot and Path(plot).is_file():
-        png = base64.b64encode(Path(plot).read_bytes()).decode()
-        img = f"<img alt='system id fit' src='data:image/png;base64,{png}'>"
+    img = img_tag(_sysid_figure(d["identified"], hidden, before, after), "system id fit") if d["identified"] else ""
     verdicts = d.get("campaigns", {})
     camp = html_table(["campaign", "passed"],
                       [[k, "pass" if v.get("passed") else "FAIL"] for k, v in verdicts.items()]) if verdicts else ""
@@ -210,6 +211,21 @@ def _sysid(stages: dict, out: Path) -> str:
             + html_table(["parameter", "identified", "hidden (field twin)"], rows)
             + fit + img + camp + f"<p>{'promoted' if d['promoted'] else 'not promoted'}: "
             f"{html.escape(str(d.get('promotion_reason', '')))}</p>")
+
+
+def _sysid_figure(identified: dict, hidden: dict, before: float | None, after: float | None):
+    import matplotlib.pyplot as plt
+
+    names = list(identified)
+    fig, axes = plt.subplots(1, len(names) + 1, figsize=(2.2 * (len(names) + 1), 2.6))
+    for ax, name in zip(axes, names, strict=False):
+        values = [identified[name], float(hidden.get(name, float("nan")))]
+        ax.bar(["identified", "hidden"], values, color=["#1976d2", "#9e9e9e"])
+        ax.set_title(name, fontsize=10)
+    axes[-1].bar(["before", "after"], [before or float("nan"), after or float("nan")], color=["#c62828", "#2e7d32"])
+    axes[-1].set_title("replay error", fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def _lineage(stages: dict, out: Path) -> str:

@@ -99,7 +99,11 @@ def run_loop(cfg: LoopConfig, announce: Announce, finished: Finished,
             announce(index, name, description, eta)
             ctx = StageContext(cfg, out, state.results(), progress)
             t0 = time.monotonic()
-            result = stage(ctx)
+            try:
+                result = stage(ctx)
+            except UserError as e:  # nothing recorded: the same command retries the stage
+                raise UserError(f"stage {name}: {e} (finished stages are kept; re-run the same command to retry)"
+                                ) from None
             state.record(name, result, time.monotonic() - t0)
             finished(name, result, time.monotonic() - t0)
             write_report(out, state)
