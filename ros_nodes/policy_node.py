@@ -368,14 +368,18 @@ def main(args: list[str] | None = None) -> None:
     node = PolicyNode()
     if node.get_parameter("autostart").value and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
         node.trigger_activate()
-    if node.get_parameter("executor").value == "events":
+    kind = node.get_parameter("executor").value
+    if kind == "events":
         from rclpy.experimental import EventsExecutor
 
         executor = EventsExecutor()
     else:
+        if kind != "single":
+            node.get_logger().error(f"executor {kind!r}: use events or single; running single")
         executor = rclpy.executors.SingleThreadedExecutor()
     executor.add_node(node)
     try:
+        # spin_once with a timeout: the EventsExecutor's spin() (rclpy 7.1) busy-loops without running timers
         while rclpy.ok():
             executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
