@@ -40,6 +40,7 @@ DEFAULT_INSTRUCTIONS = CONFIG / "instructions.yaml"
 SETTLE_S = 1.0  # after a command change, errors are not counted for this long (as in campaigns: sim.kpis)
 CMD_TIMEOUT_S = 0.5  # policy_node's default cmd_timeout_s: an older /cmd_vel means "stand still"
 MODEL_LOAD_S = 300.0  # wall-clock wait for instruction_node to load its model
+RESEND_S = 0.25  # a lockstep bridge sends an unanswered state again after this wall time
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -153,12 +154,16 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             p.kill()
 
 
+def _last_line(log_dir: Path, name: str, containing: str = "") -> str:
+    lines = [line for line in (log_dir / f"{name}.log").read_text().strip().splitlines() if containing in line]
+    return lines[-1] if lines else "no output"
+
+
 def _check_alive(procs: list[subprocess.Popen], log_dir: Path) -> None:
     dead = [p for p in procs if p.poll() is not None]
     if dead:
         name = dead[0].args[2].split(".")[-1]
-        tail = (log_dir / f"{name}.log").read_text()[-400:].strip().splitlines()
-        raise UserError(f"{name} exited early: {tail[-1] if tail else 'no output'} (logs: {log_dir})")
+        raise UserError(f"{name} exited early: {_last_line(log_dir, name)} (logs: {log_dir})")
 
 
 class Operator:
@@ -248,6 +253,45 @@ class Operator:
         return out
 
 
+class LifecycleClient:
+    """Takes a managed node through its transitions, as a lifecycle manager does. A reply lost on the DDS response
+    path (it can still be matching when the request path is) is judged by the state the node reached."""
+
+    GOAL = {1: "inactive", 3: "active"}  # lifecycle_msgs/Transition: CONFIGURE, ACTIVATE
+
+    def __init__(self, node, name: str):
+        from lifecycle_msgs.srv import ChangeState, GetState
+
+        self.name, self.ChangeState, self.GetState = name, ChangeState, GetState
+        self.change = node.create_client(ChangeState, f"/{name}/change_state")
+        self.get = node.create_client(GetState, f"/{name}/get_state")
+
+    def transition(self, transition_id: int, wait_for) -> bool:
+        """True once the node is in the transition's goal state."""
+        from lifecycle_msgs.msg import Transition
+
+        wait_for(f"{self.name}'s lifecycle services",
+                 lambda: self.change.service_is_ready() and self.get.service_is_ready(), 60)
+        reply = self._call(self.change, self.ChangeState.Request(transition=Transition(id=transition_id)), wait_for)
+        if reply is None:  # lost: ask where the node is
+            state = None
+            for _ in range(5):
+                state = self._call(self.get, self.GetState.Request(), wait_for)
+                if state is not None:
+                    break
+            return state is not None and state.current_state.label == self.GOAL[transition_id]
+        return reply.success
+
+    @staticmethod
+    def _call(client, request, wait_for, seconds: float = 5.0):
+        future = client.call_async(request)
+        try:
+            wait_for("a lifecycle reply", future.done, seconds)
+        except UserError:
+            return None
+        return future.result()
+
+
 def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str | Path = DEFAULT_COMMANDS,
             record: str = "", backend: str = "auto", real_time: bool = False, allow_unvalidated: bool = False,
             instructions: str | Path | None = None, instruction_model: str | Path | None = None,
@@ -256,6 +300,7 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
     of {t_s, text}) instruction_node runs `instruction_model` and its /cmd_vel is both the policy's command and
     the reference the KPIs score against; without, the /cmd_vel script `commands` is."""
     import rclpy
+    from lifecycle_msgs.msg import Transition
     from rclpy.parameter import Parameter
 
     from edge.manifest import load_manifest
@@ -274,7 +319,11 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
     lockstep, sim_time = not real_time, str(not real_time).lower()
     log_dir = Path(tempfile.mkdtemp(prefix="sil-logs-"))
     procs = [_start("sim_bridge_node", {"robot": robot.name, "field_twin": field_twin or "''",
-                                        "lockstep": sim_time}, log_dir)]
+                                        "lockstep": sim_time, "lockstep_timeout_s": RESEND_S}, log_dir),
+             # configured and activated from here, as a lifecycle manager would, once everything is connected
+             _start("policy_node", {"artifact": artifact, "backend": backend, "use_sim_time": sim_time,
+                                    "trigger": "joint_states" if lockstep else "timer", "autostart": "false",
+                                    "allow_unvalidated": str(allow_unvalidated).lower()}, log_dir)]
     if record:
         procs.append(_start("field_recorder", {"output_dir": record, "use_sim_time": sim_time}, log_dir))
     if script:
@@ -292,6 +341,9 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
     def subscribed(node_name: str, topic: str) -> bool:
         return any(i.node_name == node_name for i in node.get_subscriptions_info_by_topic(topic))
 
+    def all_matched(publisher, topic: str) -> bool:  # every subscriber in the graph is connected to `publisher`
+        return publisher.get_subscription_count() >= len(node.get_subscriptions_info_by_topic(topic))
+
     def wait_for(what: str, ready, seconds: float) -> None:
         wall_limit = time.monotonic() + seconds
         while not ready():
@@ -301,17 +353,24 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
                 raise UserError(f"{what} was not ready in {seconds:g} s (logs: {log_dir})")
 
     try:
-        # the robot starts moving when policy_node starts: before that, this operator must have the start state
-        # (time zero of its script), the recorder must be listening and instruction_node (it subscribes once its
-        # model is loaded) ready to hear the first instruction
+        # the robot moves once policy_node is active: before that, this operator must have the start state (time
+        # zero of its script), the recorder must be listening, instruction_node (it subscribes once its model is
+        # loaded) ready to hear the first instruction, and policy_node connected to its command source; else the
+        # first seconds of a lockstep run, which takes no time at all, go unrecorded or uncommanded
         wait_for("sim_bridge_node", lambda: operator.seen, 60)
         if record:
             wait_for("field_recorder", lambda: subscribed("field_recorder", "/odom"), 60)
         if script:
             wait_for("instruction_node", lambda: subscribed("instruction_node", "/instruction"), MODEL_LOAD_S)
-        procs.append(_start("policy_node", {"artifact": artifact, "backend": backend, "use_sim_time": sim_time,
-                                            "trigger": "joint_states" if lockstep else "timer",
-                                            "allow_unvalidated": str(allow_unvalidated).lower()}, log_dir))
+        lifecycle = LifecycleClient(node, "policy_node")
+        if not lifecycle.transition(Transition.TRANSITION_CONFIGURE, wait_for):
+            raise UserError(f"policy_node: {_last_line(log_dir, 'policy_node', 'ERROR')} (logs: {log_dir})")
+        wait_for("policy_node's topics", lambda: subscribed("policy_node", "/cmd_vel") and any(
+            i.node_name == "policy_node" for i in node.get_publishers_info_by_topic("/joint_commands")), 60)
+        if segments:
+            wait_for("policy_node's /cmd_vel", lambda: all_matched(operator.pub_cmd, "/cmd_vel"), 60)
+        if not lifecycle.transition(Transition.TRANSITION_ACTIVATE, wait_for):
+            raise UserError(f"policy_node did not activate (logs: {log_dir})")
         operator.started = True
         wall_limit = time.monotonic() + 60 + (duration * 1.5 if real_time else duration * 5)
         while operator.t < duration and time.monotonic() < wall_limit:

@@ -126,6 +126,13 @@ class SimBridge(Node):
         lin_base = rotate_world_to_base(state["base_quat"], state["base_lin_vel"])[0]
         ang_base = state["base_ang_vel"][0]
 
+        joints = JointState()
+        joints.header.stamp = stamp
+        joints.name = list(spec.joints)
+        joints.position = state["joint_pos"][0].tolist()
+        joints.velocity = state["joint_vel"][0].tolist()
+        self.pub_joints.publish(joints)
+
         imu = Imu()
         imu.header.stamp = stamp
         imu.header.frame_id = "imu_link"
@@ -136,6 +143,8 @@ class SimBridge(Node):
         imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = (float(v) for v in acc)
         self.pub_imu.publish(imu)
 
+        # /odom last: a logger that aligns each control step on /odom (training.retrain.ingest) then finds the
+        # step's /joint_states and /imu/data already written
         odom = Odometry()
         odom.header.stamp = stamp
         odom.header.frame_id = "odom"
@@ -148,14 +157,6 @@ class SimBridge(Node):
         a = odom.twist.twist.angular
         a.x, a.y, a.z = (float(v) for v in ang_base)
         self.pub_odom.publish(odom)
-
-        # last: a policy node triggered by /joint_states then finds /imu/data and /odom already in
-        joints = JointState()
-        joints.header.stamp = stamp
-        joints.name = list(spec.joints)
-        joints.position = state["joint_pos"][0].tolist()
-        joints.velocity = state["joint_vel"][0].tolist()
-        self.pub_joints.publish(joints)
 
 
 def main(args: list[str] | None = None) -> None:
