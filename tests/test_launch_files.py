@@ -13,6 +13,7 @@ import pytest
 import rclpy
 import yaml
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 
 from tests.ros_helpers import ros_env
 
@@ -43,7 +44,16 @@ def launched_nodes(path: Path) -> list[tuple[str, set[str], bool]]:
     return nodes
 
 
-def declared_parameters(module_name: str, tmp_path: Path) -> set[str]:
+def required_parameters(executable: str) -> list[Parameter]:
+    """What a node cannot start without (instruction_node loads a model: the tests' small trained one)."""
+    if executable == "instruction_node":
+        from tests.rlhf_helpers import sft_dir
+
+        return [Parameter("model", value=str(sft_dir()))]
+    return []
+
+
+def declared_parameters(module_name: str, tmp_path: Path, overrides: list[Parameter] | None = None) -> set[str]:
     module = importlib.import_module(module_name)
     cls = next(c for _, c in inspect.getmembers(module, inspect.isclass)
                if issubclass(c, Node) and c.__module__ == module_name)
@@ -53,7 +63,7 @@ def declared_parameters(module_name: str, tmp_path: Path) -> set[str]:
     context = rclpy.Context()
     rclpy.init(context=context)
     try:
-        node = cls(context=context)
+        node = cls(context=context, parameter_overrides=overrides or [])
         names = set(node._parameters) - {"use_sim_time", "start_type_description_service"}
         node.destroy_node()
         return names
@@ -66,13 +76,18 @@ def test_there_are_launch_files():
     assert {p.name for p in LAUNCH_FILES} == {"robot_policy.launch.py", "sim_in_the_loop.launch.py"}
 
 
+def test_robot_launch_runs_the_robot_side_nodes():
+    executables = {e for e, _, _ in launched_nodes(ROOT / "launch" / "robot_policy.launch.py")}
+    assert executables == {"policy_node", "field_recorder", "instruction_node"}
+
+
 @pytest.mark.parametrize("launch_file", LAUNCH_FILES, ids=lambda p: p.name)
 def test_launch_names_real_executables_and_declared_parameters(launch_file, tmp_path):
     scripts = console_scripts()
     params_file = yaml.safe_load((ROOT / "config" / "ros" / "robot.yaml").read_text())
     for executable, inline, uses_file in launched_nodes(launch_file):
         assert executable in scripts, f"{launch_file.name}: {executable} is not a console script"
-        declared = declared_parameters(scripts[executable], tmp_path)
+        declared = declared_parameters(scripts[executable], tmp_path, required_parameters(executable))
         from_file = set(params_file.get(executable, {}).get("ros__parameters", {})) if uses_file else set()
         undeclared = (inline | from_file) - declared
         assert not undeclared, f"{launch_file.name}: {executable} does not declare {sorted(undeclared)}"

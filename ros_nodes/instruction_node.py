@@ -1,0 +1,169 @@
+"""instruction_node: natural-language instructions in, velocity commands out.
+
+Subscribes to /instruction (std_msgs/String), turns each one into a command plan with the instruction model
+(training.rlhf: screen -> model -> parse -> clamp to the command limits and a maximum duration) and publishes the
+plan on /cmd_vel (geometry_msgs/Twist) segment by segment at `rate_hz`, then a zero command. A new instruction
+preempts the running plan at once (zero command while the new plan is generated); "stop" and its synonyms are
+handled without the model. The executed plan and its warnings go to ~/plan (std_msgs/String, JSON, latched).
+The robot state in the prompt is the measured base velocity from /odom. The model runs in a worker thread so the
+node keeps publishing and hears "stop" while it generates. Plan timing uses the node's clock, so with
+use_sim_time (ROS /clock, as in the lockstep software-in-the-loop run) segments last simulated seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import rclpy
+from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
+from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from std_msgs.msg import String
+
+from edge.errors import ArtifactError, UserError
+from training.rlhf.plan import STOP, Plan, plan_to_dicts
+from training.rlhf.planner import InstructionPlanner, Planned
+from training.rlhf.prompt import state_summary
+from training.rlhf.safety import is_stop, limits_for, screen_instruction
+
+
+def _describe(text: str, low: float | None = None, high: float | None = None) -> ParameterDescriptor:
+    d = ParameterDescriptor(description=text)
+    if low is not None:
+        d.floating_point_range = [FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)]
+    return d
+
+
+class InstructionNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("instruction_node", **kwargs)
+        self.declare_parameter("model", "", _describe("instruction model directory (Hugging Face format)"))
+        self.declare_parameter("backend", "transformers", _describe("transformers or vllm"))
+        self.declare_parameter("robot", "rover", _describe("robot name or YAML whose command limits clamp plans"))
+        self.declare_parameter("artifact", "", _describe("policy artifact; its manifest's command limits win"))
+        self.declare_parameter("max_duration_s", 30.0, _describe("longest plan executed (s)", 0.1, 600.0))
+        self.declare_parameter("rate_hz", 20.0, _describe("/cmd_vel publish rate while a plan runs", 1.0, 200.0))
+        self.declare_parameter("constrained", True, _describe("grammar-constrained decoding (plans always parse)"))
+        get = self.get_parameter
+        self.limits = limits_for(get("robot").value, get("artifact").value or None,
+                                 float(get("max_duration_s").value))
+        model, backend = str(get("model").value), str(get("backend").value)
+        if not model:
+            raise ValueError("parameter 'model' (instruction model directory) is required")
+        from training.rlhf.generation import load_generator
+
+        self.planner = InstructionPlanner(load_generator(model, backend), self.limits,
+                                          constrained=bool(get("constrained").value))
+        self._lock = threading.Lock()
+        self._worker = ThreadPoolExecutor(max_workers=1)
+        self._seq = 0  # the latest instruction; a finished generation for an older one is dropped
+        self._pending: Planned | None = None
+        self._plan: Plan | None = None
+        self._plan_start = 0.0
+        self._state = state_summary()
+        self.pub_cmd = self.create_publisher(Twist, "/cmd_vel", 10)
+        self.pub_plan = self.create_publisher(String, "~/plan", QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.create_subscription(String, "/instruction", self._on_instruction, 10)
+        self.create_subscription(Odometry, "/odom", self._on_odom, qos_profile_sensor_data)
+        self.create_timer(1.0 / float(get("rate_hz").value), self._tick)
+        self.get_logger().info(f"ready: {model} ({backend}); limits vx {self.limits.vx}, wz {self.limits.wz}, "
+                               f"max {self.limits.max_duration_s:g} s")
+
+    def _on_odom(self, msg: Odometry) -> None:
+        self._state = state_summary(msg.twist.twist.linear.x, msg.twist.twist.angular.z)
+
+    def _on_instruction(self, msg: String) -> None:
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+            self._plan, self._pending = None, None
+        self._publish(0.0, 0.0, 0.0)  # preempt: the old plan stops now, not when the new one is ready
+        clean, warnings = screen_instruction(msg.data, self.limits)
+        if not clean or is_stop(clean):
+            self._start(Planned(msg.data, clean, "", True, STOP, warnings))
+            return
+        self._worker.submit(self._generate, seq, msg.data, self._state)
+
+    def _generate(self, seq: int, text: str, state: str) -> None:
+        try:
+            planned = self.planner.plan(text, state)
+        except Exception as e:  # noqa: BLE001 - a model failure must stop the robot, not kill the node
+            planned = Planned(text, "", "", False, STOP, [f"model failed ({e.__class__.__name__}: {e}): stopping"])
+        with self._lock:
+            if seq == self._seq:
+                self._pending = planned
+
+    def _start(self, planned: Planned) -> None:
+        for w in planned.warnings:
+            self.get_logger().warn(f"{w} [instruction {planned.instruction[:60]!r}]")
+        total = sum(s.duration_s for s in planned.plan)
+        self.get_logger().info(f"plan for {planned.screened[:60]!r}: {len(planned.plan)} segment(s), {total:.2f} s")
+        self.pub_plan.publish(String(data=json.dumps({"instruction": planned.instruction[:200],
+                                                      "plan": plan_to_dicts(planned.plan), "valid": planned.valid,
+                                                      "warnings": planned.warnings})))
+        with self._lock:
+            self._plan, self._plan_start = planned.plan, self._now()
+
+    def _tick(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, None
+            if pending is not None and self._now() == 0.0:  # use_sim_time before the first /clock: no time yet
+                self._pending, pending = pending, None
+        if pending is not None:
+            self._start(pending)
+        with self._lock:
+            plan, start = self._plan, self._plan_start
+        if plan is None:
+            return
+        elapsed, end = self._now() - start, 0.0
+        for seg in plan:
+            end += seg.duration_s
+            if elapsed < end:
+                self._publish(seg.vx, seg.vy, seg.wz)
+                return
+        self._publish(0.0, 0.0, 0.0)
+        with self._lock:
+            if self._plan is plan:
+                self._plan = None
+
+    def _now(self) -> float:
+        """Seconds on the node's clock: ROS time (/clock) under use_sim_time, else the system clock."""
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _publish(self, vx: float, vy: float, wz: float) -> None:
+        msg = Twist()
+        msg.linear.x, msg.linear.y, msg.angular.z = float(vx), float(vy), float(wz)
+        self.pub_cmd.publish(msg)
+
+    def destroy_node(self) -> None:
+        self._worker.shutdown(wait=False, cancel_futures=True)
+        self._publish(0.0, 0.0, 0.0)
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    try:
+        node = InstructionNode()
+    except (ValueError, OSError, ArtifactError, UserError) as e:  # bad parameter, model or artifact: one line
+        rclpy.logging.get_logger("instruction_node").error(f"cannot start: {e}")
+        rclpy.try_shutdown()
+        sys.exit(2)
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""run_pipeline, the RLHF entry point of `sim2real loop`: the minimal budget end to end (the session's shared run),
+then resuming from a copy of it with one stage interrupted."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from edge.errors import UserError
+from tests.rlhf_helpers import minimal_run
+from training.rlhf.pipeline import STAGES, run_pipeline
+
+KEYS = {"model_dir", "sft_dir", "reward_dir", "intent_accuracy", "intent_accuracy_sft", "json_valid_rate",
+        "win_rate_rm", "win_rate_operator", "stages"}
+
+
+def test_minimal_budget_runs_every_stage():
+    result = minimal_run()
+    assert KEYS <= set(result) and set(result["stages"]) == set(STAGES)
+    assert json.loads(json.dumps(result)) == result
+    assert result["json_valid_rate"] == 1.0  # constrained decoding, as deployed
+    for key in ("intent_accuracy", "intent_accuracy_sft", "win_rate_rm", "win_rate_operator"):
+        assert 0.0 <= result[key] <= 1.0, key
+    run = Path(result["model_dir"]).parent
+    assert json.loads((run / "rl" / "rlhf_rl.json").read_text())["summary"]["iterations"] == 2
+    sft, rl = load_file(Path(result["sft_dir"]) / "model.safetensors"), load_file(run / "rl" / "model.safetensors")
+    assert any(not (sft[k] == rl[k]).all() for k in sft)  # RL changed the weights
+    assert json.loads((run / "prefs" / "stage.json").read_text())["stats"]["simulated"] > 0
+
+
+def test_resume_redoes_only_the_interrupted_stage(tmp_path):
+    done = minimal_run()
+    run = tmp_path / "run"
+    shutil.copytree(Path(done["model_dir"]).parent, run, ignore=shutil.ignore_patterns("eval"))
+    (run / "eval.partial").mkdir()  # what an interrupted evaluation leaves
+    (run / "eval.partial" / "junk").write_text("half")
+    calls = []
+    result = run_pipeline(run, budget="minimal", progress=lambda label, f: calls.append((label, f)))
+    assert [label for label, _ in calls if "done earlier" in label] == [f"{s}: done earlier" for s in STAGES[:-1]]
+    assert any(label.startswith("eval: held-out") for label, _ in calls)
+    fractions = [f for _, f in calls]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert not (run / "eval.partial").exists() and (run / "eval" / "stage.json").is_file()
+    same = ("intent_accuracy", "intent_accuracy_sft", "json_valid_rate", "win_rate_operator", "win_rate_rm")
+    assert {k: result[k] for k in same} == {k: done[k] for k in same}  # greedy evaluation is deterministic
+    assert {k: v for k, v in result["stages"].items() if k != "eval"} == \
+        {k: v for k, v in done["stages"].items() if k != "eval"}  # the stages' own timings, kept
+
+    calls.clear()
+    assert run_pipeline(run, budget="minimal", progress=lambda label, f: calls.append((label, f))) == result
+    assert sum("done earlier" in label for label, _ in calls) == len(STAGES)
+
+
+def test_bad_arguments_and_foreign_directories_are_refused(tmp_path):
+    with pytest.raises(UserError, match="budget"):
+        run_pipeline(tmp_path, budget="huge")
+    with pytest.raises(UserError, match="engine"):
+        run_pipeline(tmp_path, engine="tensorrt")
+    (tmp_path / "sft").mkdir()  # someone's directory, not a finished stage: never overwritten
+    (tmp_path / "sft" / "mine.txt").write_text("keep")
+    with pytest.raises(UserError, match="stage.json"):
+        run_pipeline(tmp_path, budget="minimal")
+    assert (tmp_path / "sft" / "mine.txt").read_text() == "keep"

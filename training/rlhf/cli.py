@@ -1,0 +1,196 @@
+"""`sim2real rlhf`: the language-instruction model's stages, one sub-command each (see docs/rlhf.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "Instruction model with RLHF: SFT, preferences (page + simulated operator), reward model, RL, eval."
+EXAMPLES = """the whole pipeline, resumable (SFT, preferences, reward model, RL, held-out evaluation):
+  sim2real rlhf pipeline --budget quick --out runs/rlhf/quick
+stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/):
+  sim2real rlhf sft                                   # corpus, tokenizer, model, supervised fine-tuning
+  sim2real rlhf prefs                                 # candidate pairs + simulated operator's preferences
+  sim2real rlhf prefs --pairs 0 --import ratings.jsonl  # add field-log ratings
+  sim2real rlhf serve --db runs/rlhf/prefs.sqlite     # preference page for people (127.0.0.1, token in URL)
+  sim2real rlhf reward                                # Bradley-Terry reward model
+  sim2real rlhf rl --engine vllm                      # GRPO with vLLM generating the samples
+  sim2real rlhf eval --model runs/rlhf/rl --set config/rlhf/heldout.jsonl \\
+      --baseline runs/rlhf/sft --reward runs/rlhf/reward
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="stage", metavar="STAGE", required=True)
+    s = sub.add_parser("pipeline", help="every stage in order into one directory; a re-run resumes")
+    s.add_argument("--out", default="runs/rlhf/pipeline", help="run directory (default runs/rlhf/pipeline)")
+    s.add_argument("--budget", choices=("minimal", "quick", "full"), default="quick",
+                   help="minimal (CI), quick (a few minutes) or full (config/rlhf/*.yaml)")
+    s.add_argument("--robot", default="rover")
+    s.add_argument("--engine", choices=("vllm", "transformers"), default="vllm", help="RL sample generator")
+
+    s = sub.add_parser("sft", help="train the tokenizer and model on the generated corpus")
+    s.add_argument("--config", help="YAML with SFTConfig fields (default config/rlhf/sft.yaml)")
+    s.add_argument("--out", help="model directory to write")
+    s.add_argument("--steps", type=int, help="training steps (the SFT budget)")
+    s.add_argument("--examples", type=int, help="demonstrations to generate")
+    s.add_argument("--robot", help="robot whose command limits the plans respect")
+    s.add_argument("--seed", type=int)
+
+    s = sub.add_parser("prefs", help="make candidate pairs, rate them with the simulated operator, import ratings")
+    s.add_argument("--config", help="YAML with PrefsConfig fields (default config/rlhf/prefs.yaml)")
+    s.add_argument("--db", help="SQLite preference store")
+    s.add_argument("--model", help="model whose sampled plans are compared")
+    s.add_argument("--pairs", type=int, help="pairs to add (0: none, e.g. with --import)")
+    s.add_argument("--no-simulated", action="store_true", help="leave the new pairs for people to rate")
+    s.add_argument("--operator-noise", type=float, help="simulated operator's Bradley-Terry noise (0: exact)")
+    s.add_argument("--import", dest="ratings", metavar="JSONL", help="field-log ratings to import (docs/rlhf.md)")
+
+    s = sub.add_parser("serve", help="the preference page")
+    s.add_argument("--db", default="runs/rlhf/prefs.sqlite", help="SQLite preference store")
+    s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; others print a warning)")
+    s.add_argument("--port", type=int, default=8765)
+    s.add_argument("--token", help="session token (default: a fresh random one, printed in the URL)")
+    s.add_argument("--rater", default="operator", help="name stored with each preference")
+
+    s = sub.add_parser("reward", help="train the Bradley-Terry reward model on the stored preferences")
+    s.add_argument("--config", help="YAML with RewardConfig fields (default config/rlhf/reward.yaml)")
+    s.add_argument("--model", help="model to start from (the SFT model)")
+    s.add_argument("--db", help="SQLite preference store")
+    s.add_argument("--out", help="reward model directory to write")
+    s.add_argument("--epochs", type=int)
+
+    s = sub.add_parser("rl", help="GRPO fine-tuning; vLLM (or transformers) generates the samples")
+    s.add_argument("--config", help="YAML with RLConfig fields (default config/rlhf/rl.yaml)")
+    s.add_argument("--model", help="SFT model (initial policy and KL reference)")
+    s.add_argument("--reward-model", help="reward model directory")
+    s.add_argument("--out", help="model directory to write")
+    s.add_argument("--engine", choices=("vllm", "transformers"))
+    s.add_argument("--ray-engines", type=int, help="vLLM engines as Ray actors, one GPU each (0: in process)")
+    s.add_argument("--iterations", type=int)
+    s.add_argument("--seed", type=int)
+
+    s = sub.add_parser("eval", help="intent accuracy, JSON validity and win rates on an eval set")
+    s.add_argument("--model", required=True, help="model directory to evaluate")
+    s.add_argument("--set", required=True, dest="eval_set", help="JSONL of {instruction, expect}")
+    s.add_argument("--baseline", help="model to compare with (e.g. the SFT model): win rates")
+    s.add_argument("--reward", help="reward model for the reward-model win rate")
+    s.add_argument("--robot", default="rover", help="robot whose limits clamp plans and whose twin executes them")
+    s.add_argument("--backend", choices=("transformers", "vllm"), default="transformers")
+    s.add_argument("--unconstrained", action="store_true", help="no grammar-constrained decoding (raw validity)")
+    s.add_argument("--show-failures", action="store_true", help="list the lines that fail")
+
+
+def run(args: argparse.Namespace) -> int:
+    stages = {"pipeline": _pipeline, "sft": _sft, "prefs": _prefs, "serve": _serve, "reward": _reward, "rl": _rl,
+              "eval": _eval}
+    return stages[args.stage](args)
+
+
+def _config_path(args: argparse.Namespace, stage: str):
+    from training.rlhf.config import RLHF_CONFIG_DIR
+
+    if args.config:
+        return args.config
+    default = RLHF_CONFIG_DIR / f"{stage}.yaml"
+    return default if default.is_file() else None
+
+
+def _progress(total: int, label: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                        TimeRemainingColumn())
+    return progress, progress.add_task(label, total=total, info="")
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from training.rlhf.pipeline import run_pipeline
+
+    progress, task = _progress(1000, "RLHF")
+    with progress:
+        result = run_pipeline(Path(args.out), robot=args.robot, budget=args.budget, engine=args.engine,
+                              progress=lambda label, f: progress.update(task, completed=int(1000 * f), info=label))
+    print(json.dumps(result))
+    return 0
+
+
+def _sft(args: argparse.Namespace) -> int:
+    from training.rlhf.config import SFTConfig, load_config
+    from training.rlhf.sft import train_sft
+
+    config = load_config(SFTConfig, _config_path(args, "sft"), out=args.out, steps=args.steps,
+                         examples=args.examples, robot=args.robot, seed=args.seed)
+    progress, task = _progress(config.steps, "SFT")
+    with progress:
+        stats = train_sft(config, lambda step, loss: progress.update(task, completed=step, info=f"loss {loss:.3f}"))
+    print(json.dumps({"stage": "sft", "out": config.out, **stats}))
+    return 0
+
+
+def _prefs(args: argparse.Namespace) -> int:
+    from training.rlhf.config import PrefsConfig, load_config
+    from training.rlhf.prefs import collect_pairs
+    from training.rlhf.prefs_store import PreferenceStore
+
+    config = load_config(PrefsConfig, _config_path(args, "prefs"), db=args.db, model=args.model, pairs=args.pairs,
+                         operator_noise=args.operator_noise)
+    if args.ratings:
+        added = PreferenceStore(config.db).import_field_ratings(args.ratings)
+        print(f"imported {added} preferences from {args.ratings}")
+    counts = PreferenceStore(config.db).counts()
+    if config.pairs > 0:
+        progress, task = _progress(config.pairs, "pairs")
+        with progress:
+            counts = collect_pairs(config, simulated=not args.no_simulated,
+                                   on_pair=lambda n: progress.update(task, completed=n))
+    print(json.dumps({"stage": "prefs", "db": config.db, **counts}))
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from training.rlhf.pref_page import serve
+
+    serve(args.db, host=args.host, port=args.port, token=args.token, rater=args.rater)
+    return 0
+
+
+def _reward(args: argparse.Namespace) -> int:
+    from training.rlhf.config import RewardConfig, load_config
+    from training.rlhf.reward_model import train_reward
+
+    config = load_config(RewardConfig, _config_path(args, "reward"), model=args.model, db=args.db, out=args.out,
+                         epochs=args.epochs)
+    progress, task = _progress(0, "reward model")
+    with progress:
+        stats = train_reward(config, lambda step, loss: progress.update(task, completed=step, info=f"loss {loss:.3f}"))
+    print(json.dumps({"stage": "reward", "out": config.out, **stats}))
+    return 0
+
+
+def _rl(args: argparse.Namespace) -> int:
+    from training.rlhf.config import RLConfig, load_config
+    from training.rlhf.rl import RLTrainer
+
+    config = load_config(RLConfig, _config_path(args, "rl"), model=args.model, reward_model=args.reward_model,
+                         out=args.out, engine=args.engine, ray_engines=args.ray_engines, iterations=args.iterations,
+                         seed=args.seed)
+    trainer = RLTrainer(config)
+    progress, task = _progress(config.iterations, "RL")
+    try:
+        with progress:
+            summary = trainer.train(lambda s: progress.update(
+                task, completed=s["iteration"] + 1,
+                info=f"reward {s['reward']:.2f} sim {s['sim_score']:.2f} json {s['json_valid']:.2f} kl {s['kl']:.2f}"))
+    finally:
+        trainer.close()
+    print(json.dumps({"stage": "rl", "out": config.out, **summary}))
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from training.rlhf.report import run_eval
+
+    return run_eval(args)

@@ -1,0 +1,329 @@
+"""The instruction corpus the project generates: instructions, their target plans and their intents.
+
+Coverage (the issue's list): paraphrases, units (m, cm, mm, s, ms, degrees, radians, number words), multi-step
+plans, negations ("don't turn, just ..."), filler and stop words, ROS conventions (positive wz = left =
+counter-clockwise, linear.x / angular.z). Target plans use the default speeds (1 m/s, 1 rad/s, so a plan's
+duration reads off the instruction's numbers) and are clamped to the robot's limits: an over-limit request is
+written at the limit.
+
+Phrasings are split in two pools. `sft` holds the demonstrations (instruction + target plan); `rl` holds further
+phrasings whose prompts RL sees with their intent but never with a target plan, as in RLHF practice
+(demonstrations are scarce, prompts with feedback are cheap). The held-out eval set (config/rlhf/heldout.jsonl)
+is written by hand with phrasings in neither pool.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from training.rlhf.intent import Expect, around
+from training.rlhf.plan import STOP, Plan, Segment, plan_metrics
+from training.rlhf.prompt import state_summary
+from training.rlhf.safety import PlanLimits
+
+POOLS = ("sft", "rl", "all")
+SPEED, SLOW_SPEED, TURN_RATE, SLOW_TURN_RATE, ARC_SPEED, ARC_RATE = 1.0, 0.5, 1.0, 0.5, 0.5, 0.5
+DEFAULT_TURN_DEG = 90
+
+
+@dataclass(frozen=True)
+class Example:
+    instruction: str
+    plan: Plan
+    expect: Expect
+    state: str
+
+
+def _p(sft: list[str], rl: list[str]) -> dict[str, list[str]]:
+    return {"sft": sft, "rl": rl, "all": sft + rl}
+
+
+# {d} distance, {t} duration, {a} angle, {dir} left/right, {cdir} counterclockwise/clockwise, {vx}/{wz} numbers
+MOVE = {
+    1: _p(["go forward {d}", "move forward {d}", "drive forward {d}", "go straight {d}", "move ahead {d}",
+           "drive {d} forward", "go {d} forward", "forward {d}", "move forward by {d}", "drive straight {d}"],
+          ["advance {d}", "roll forward {d}", "proceed forward {d}", "head straight {d}", "travel {d} forward",
+           "go ahead {d}", "move {d} ahead", "drive ahead by {d}", "continue forward {d}", "push forward {d}"]),
+    -1: _p(["go backward {d}", "move back {d}", "reverse {d}", "drive backwards {d}", "back up {d}",
+            "move backward by {d}", "go back {d}"],
+           ["retreat {d}", "roll back {d}", "go in reverse for {d}", "travel {d} backwards", "back off {d}",
+            "reverse by {d}", "move {d} to the rear"]),
+}
+MOVE_TIMED = {
+    1: _p(["go forward for {t}", "drive forward for {t}", "move ahead for {t}", "drive straight for {t}",
+           "keep going forward for {t}"],
+          ["roll forward for {t}", "advance for {t}", "head forward for {t}", "proceed straight for {t}"]),
+    -1: _p(["reverse for {t}", "back up for {t}", "drive backward for {t}", "go backwards for {t}"],
+           ["roll backwards for {t}", "retreat for {t}", "move in reverse for {t}"]),
+}
+SLOW = _p(["slowly {step}", "{step} slowly", "{step} at low speed"], ["gently {step}", "{step} carefully"])
+TURN = _p(["turn {dir} {a}", "rotate {dir} {a}", "turn {a} to the {dir}", "rotate {a} {cdir}", "spin {dir} {a}",
+           "turn {dir} by {a}", "turn in place {a} to the {dir}", "turn {cdir} {a}"],
+          ["pivot {dir} {a}", "swing {dir} {a}", "yaw {dir} {a}", "rotate {cdir} by {a}",
+           "make a {a} turn to the {dir}", "turn yourself {a} {dir}", "spin {a} {cdir}"])
+TURN_DEFAULT = _p(["turn {dir}", "rotate {dir}", "turn to the {dir}", "turn {cdir}"],
+                  ["pivot {dir}", "face {dir}", "swing {dir}", "hang a {dir}"])
+TURN_TIMED = _p(["turn {dir} for {t}", "rotate {dir} for {t}", "spin {cdir} for {t}", "rotate {cdir} for {t}"],
+                ["pivot {dir} for {t}", "yaw {dir} for {t}", "keep turning {dir} for {t}"])
+TURN_AROUND = _p(["turn around", "do a u-turn", "turn back"], ["about face", "spin around", "face the other way"])
+ARC = _p(["drive forward while turning {dir} for {t}", "curve {dir} for {t}", "arc to the {dir} for {t}",
+          "go forward and turn {dir} at the same time for {t}"],
+         ["veer {dir} for {t}", "bear {dir} for {t}", "make a {dir} curve for {t}", "drive in a {dir} arc for {t}"])
+VELOCITY = _p(["set linear x to {vx} and angular z to {wz} for {t}",
+               "publish cmd_vel with linear.x {vx} and angular.z {wz} for {t}",
+               "linear.x {vx} angular.z {wz} for {t}"],
+              ["command vx={vx} wz={wz} for {t}", "send a twist with linear x {vx} and angular z {wz} for {t}",
+               "cmd_vel linear {vx} angular {wz} for {t}"])
+SPEED_TIMED = _p(["drive at {vx} m/s for {t}", "move at {vx} meters per second for {t}"],
+                 ["go {vx} m/s for {t}", "travel at a speed of {vx} m/s for {t}"])
+RATE_TIMED = _p(["rotate at {wz} rad/s for {t}", "turn at {wz} radians per second for {t}"],
+                ["yaw at {wz} rad/s for {t}", "spin at a rate of {wz} rad/s for {t}"])
+WAIT = _p(["wait {t}", "wait for {t}", "pause for {t}", "stay still for {t}", "hold position for {t}",
+           "stop for {t}"],
+          ["sit still for {t}", "remain stationary for {t}", "idle for {t}", "hang on for {t}", "hold on for {t}"])
+STOP_PHRASES = _p(["stop", "halt", "freeze", "stop now", "stop moving", "don't move", "do not move",
+                   "stay where you are", "stand still"],
+                  ["cease moving", "come to a stop", "hold still", "that's enough, stop", "quit moving",
+                   "don't go anywhere", "stop right there"])
+CONNECT = _p([" then ", ", then ", " and then ", ". then ", ", and then "],
+             [", after that ", ", next ", " and afterwards ", "; then ", ", followed by "])
+JOIN3 = _p(["first {}, then {}, then {}"], ["{}, {} and finally {}"])
+FIRST = _p(["first {}"], ["to begin, {}"])
+NEGATE = _p(["don't {x}, {y}", "do not {x}, {y}", "{y}, don't {x}", "don't {x}, just {y}"],
+            ["{y} instead of trying to {x}", "{y}, not {x}", "never mind {x}, {y}", "rather than {x}, {y}",
+             "no need to {x}, {y}"])
+DISTRACTORS = ["turn", "turn left", "turn right", "go forward", "go backward", "move", "spin", "reverse", "rotate",
+               "back up", "drive forward"]
+PREFIX = _p(["please ", "robot, ", "can you ", "could you ", "now "], ["hey robot, ", "i want you to ", "would you ",
+                                                                       "kindly ", "robot: "])
+SUFFIX = _p([" please", " now", ".", "!"], [" thanks", " asap", " for me", " right away"])
+
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine",
+                10: "ten"}
+DISTANCES_M = [round(0.1 * i, 1) for i in range(1, 10)] + [1, 1.2, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 10]
+DURATIONS_S = [0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10]
+COMMON_DEG = [15, 30, 45, 60, 90, 120, 135, 180, 270, 360]
+RADIANS = [0.5, 1, 1.5, 2, 2.5, 3]
+VX_VALUES = [round(0.1 * i, 1) for i in range(1, 11)] + [1.5, 2, 5, 10, 100]  # > 1: clamped in the target
+WZ_VALUES = [round(0.1 * i, 1) for i in range(1, 16)] + [2, 3, 10]
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _count(x: float, unit: str, plural: str, rng: random.Random) -> str:
+    """'2 meters', 'two meters', '1 meter', '0.5 meters'."""
+    if float(x).is_integer() and x in NUMBER_WORDS and rng.random() < 0.25:
+        text = NUMBER_WORDS[int(x)]
+    else:
+        text = _num(x)
+    return f"{text} {unit if x == 1 else plural}"
+
+
+def _distance_text(d: float, rng: random.Random) -> str:
+    r = rng.random()
+    if d == 0.5 and r < 0.1:
+        return "half a meter"
+    if d == 1 and r < 0.1:
+        return "a meter"
+    if d < 3.05 and r < 0.35:
+        cm = round(d * 100)
+        return rng.choice([f"{cm} cm", f"{cm}cm", f"{cm} centimeters", f"{cm} centimetres"])
+    if d < 1.05 and r < 0.42:
+        return f"{round(d * 1000)} mm"
+    return rng.choice([f"{_num(d)} m", f"{_num(d)}m", _count(d, "meter", "meters", rng),
+                       _count(d, "metre", "metres", rng)])
+
+
+def _duration_text(t: float, rng: random.Random) -> str:
+    r = rng.random()
+    if t < 1.05 and r < 0.15:
+        return f"{round(t * 1000)} ms"
+    if t == 1 and r < 0.25:
+        return "a second"
+    return rng.choice([f"{_num(t)} s", f"{_num(t)}s", f"{_num(t)} sec", _count(t, "second", "seconds", rng)])
+
+
+def _angle_text(deg: float, rng: random.Random) -> tuple[str, float]:
+    """Text and the angle in radians it means."""
+    r = rng.random()
+    if deg == 90 and r < 0.15:
+        return "a quarter turn", math.pi / 2
+    if deg == 180 and r < 0.15:
+        return "a half turn", math.pi
+    if deg == 360 and r < 0.15:
+        return "a full turn", 2 * math.pi
+    if r < 0.15:
+        rad = rng.choice(RADIANS)
+        return rng.choice([f"{_num(rad)} rad", f"{_num(rad)} radians"]), rad
+    return rng.choice([f"{deg} degrees", f"{deg} deg", f"{deg}°"]), math.radians(deg)
+
+
+def _sample_degrees(rng: random.Random) -> int:
+    return rng.choice(COMMON_DEG) if rng.random() < 0.6 else 5 * rng.randint(1, 72)
+
+
+@dataclass
+class _Step:
+    text: str
+    segments: list[Segment]
+    timed: bool  # the instruction fixes the duration (it belongs to the intent)
+    fields: tuple[str, ...] = ()  # mean-velocity fields that belong to the intent of a one-step plan
+
+
+class CorpusGenerator:
+    """Random examples from one phrasing pool; `limits` are the robot's (targets are clamped to them)."""
+
+    def __init__(self, pool: str = "sft", limits: PlanLimits | None = None, seed: int = 0):
+        if pool not in POOLS:
+            raise ValueError(f"pool must be one of {', '.join(POOLS)}")
+        self.pool, self.limits, self.rng = pool, limits or PlanLimits(), random.Random(seed)
+        self._steps: list[tuple[float, Callable[[], _Step]]] = [
+            (3, self._move), (1.5, self._move_timed), (3, self._turn), (1, self._turn_timed), (0.7, self._arc),
+            (0.8, self._velocity), (0.6, self._wait),
+        ]
+
+    def _pick(self, table: dict[str, list[str]]) -> str:
+        return self.rng.choice(table[self.pool])
+
+    def _seg(self, vx: float = 0.0, wz: float = 0.0, t: float = 0.0) -> Segment:
+        lim = self.limits
+        return Segment(min(max(vx, lim.vx[0]), lim.vx[1]), 0.0, min(max(wz, lim.wz[0]), lim.wz[1]), t)
+
+    # ------------------------------------------------------------------ single steps
+    def _move(self) -> _Step:
+        rng, sign = self.rng, rng_sign(self.rng, 0.75)
+        d = rng.choice(DISTANCES_M)
+        text = self._pick(MOVE[sign]).format(d=_distance_text(d, rng))
+        if d <= 5 and rng.random() < 0.15:
+            return _Step(self._pick(SLOW).format(step=text), [self._seg(sign * SLOW_SPEED, t=d / SLOW_SPEED)], False,
+                         ("vx",))
+        return _Step(text, [self._seg(sign * SPEED, t=d / SPEED)], False)
+
+    def _move_timed(self) -> _Step:
+        rng, sign = self.rng, rng_sign(self.rng, 0.7)
+        t = rng.choice(DURATIONS_S)
+        text = self._pick(MOVE_TIMED[sign]).format(t=_duration_text(t, rng))
+        if rng.random() < 0.25:
+            return _Step(self._pick(SLOW).format(step=text), [self._seg(sign * SLOW_SPEED, t=t)], True, ("vx",))
+        return _Step(text, [self._seg(sign * SPEED, t=t)], True, ("vx",))
+
+    def _turn(self) -> _Step:
+        rng, sign = self.rng, rng_sign(self.rng, 0.5)
+        words = {"dir": "left" if sign > 0 else "right", "cdir": "counterclockwise" if sign > 0 else "clockwise"}
+        r = rng.random()
+        if r < 0.12:
+            text, rad = self._pick(TURN_DEFAULT).format(**words), math.radians(DEFAULT_TURN_DEG)
+        elif r < 0.2:
+            text, rad, sign = self._pick(TURN_AROUND), math.pi, 1
+        else:
+            angle, rad = _angle_text(_sample_degrees(rng), rng)
+            text = self._pick(TURN).format(a=angle, **words)
+        if rng.random() < 0.1:
+            return _Step(self._pick(SLOW).format(step=text), [self._seg(wz=sign * SLOW_TURN_RATE,
+                                                                        t=rad / SLOW_TURN_RATE)], False, ("wz",))
+        return _Step(text, [self._seg(wz=sign * TURN_RATE, t=rad / TURN_RATE)], False)
+
+    def _turn_timed(self) -> _Step:
+        rng, sign = self.rng, rng_sign(self.rng, 0.5)
+        t = rng.choice(DURATIONS_S[:8])
+        words = {"dir": "left" if sign > 0 else "right", "cdir": "counterclockwise" if sign > 0 else "clockwise"}
+        text = self._pick(TURN_TIMED).format(t=_duration_text(t, rng), **words)
+        return _Step(text, [self._seg(wz=sign * TURN_RATE, t=t)], True, ("wz",))
+
+    def _arc(self) -> _Step:
+        rng, sign = self.rng, rng_sign(self.rng, 0.5)
+        t = rng.choice(DURATIONS_S[:9])
+        text = self._pick(ARC).format(dir="left" if sign > 0 else "right", t=_duration_text(t, rng))
+        return _Step(text, [self._seg(ARC_SPEED, sign * ARC_RATE, t)], True, ("vx", "wz"))
+
+    def _velocity(self) -> _Step:
+        rng = self.rng
+        t = rng.choice(DURATIONS_S)
+        vx = rng.choice(VX_VALUES) * rng_sign(rng, 0.7)
+        wz = rng.choice(WZ_VALUES) * rng_sign(rng, 0.5)
+        r = rng.random()
+        if r < 0.4:
+            vx = 0.0 if rng.random() < 0.2 else vx
+            wz = 0.0 if rng.random() < 0.3 else wz
+            text = self._pick(VELOCITY).format(vx=_num(vx), wz=_num(wz), t=_duration_text(t, rng))
+        elif r < 0.75:
+            wz = 0.0
+            text = self._pick(SPEED_TIMED).format(vx=_num(abs(vx)), t=_duration_text(t, rng))
+            vx = abs(vx)
+        else:
+            vx = 0.0
+            text = self._pick(RATE_TIMED).format(wz=_num(wz), t=_duration_text(t, rng))
+        return _Step(text, [self._seg(vx, wz, t)], True, ("vx", "wz"))
+
+    def _wait(self) -> _Step:
+        t = self.rng.choice(DURATIONS_S)
+        return _Step(self._pick(WAIT).format(t=_duration_text(t, self.rng)), [self._seg(t=t)], True)
+
+    def _step(self) -> _Step:
+        weights = [w for w, _ in self._steps]
+        return self.rng.choices([f for _, f in self._steps], weights)[0]()
+
+    # ------------------------------------------------------------------ whole instructions
+    def example(self) -> Example:
+        rng = self.rng
+        r = rng.random()
+        if r < 0.07:
+            text, plan, expect = self._pick(STOP_PHRASES), STOP, stop_expect()
+        else:
+            steps = [self._step() for _ in range(rng.choices([1, 2, 3], [0.55, 0.3, 0.15])[0])]
+            plan = tuple(s for step in steps for s in step.segments)
+            if sum(s.duration_s for s in plan) > self.limits.max_duration_s:
+                steps, plan = steps[:1], tuple(steps[0].segments)
+            text = self._join([s.text for s in steps])
+            if len(steps) == 1 and rng.random() < 0.15:
+                text = self._pick(NEGATE).format(x=rng.choice(DISTRACTORS), y=text)
+            expect = intent_expect(plan, all(s.timed for s in steps), steps[0].fields if len(steps) == 1 else ())
+        if rng.random() < 0.25:
+            text = self._pick(PREFIX) + text
+        if rng.random() < 0.2:
+            text += self._pick(SUFFIX)
+        moving = rng.random() < 0.4
+        state = state_summary(rng.choice([0.2, 0.5, 1.0, -0.3]) if moving else 0.0,
+                              rng.choice([0.0, 0.5, -0.5]) if moving else 0.0)
+        return Example(text, plan, expect, state)
+
+    def _join(self, texts: list[str]) -> str:
+        if len(texts) == 1:
+            return texts[0]
+        if len(texts) == 3 and self.rng.random() < 0.3:
+            return self._pick(JOIN3).format(*texts)
+        if self.rng.random() < 0.15:
+            texts = [self._pick(FIRST).format(texts[0]), *texts[1:]]
+        out = texts[0]
+        for t in texts[1:]:
+            out += self._pick(CONNECT) + t
+        return out
+
+    def examples(self, n: int) -> list[Example]:
+        return [self.example() for _ in range(n)]
+
+
+def rng_sign(rng: random.Random, p_positive: float) -> int:
+    return 1 if rng.random() < p_positive else -1
+
+
+def stop_expect() -> Expect:
+    z = (-0.01, 0.01)
+    return {"vx": z, "wz": z, "distance_m": z, "angle_rad": z}
+
+
+def intent_expect(plan: Plan, timed: bool, fields: tuple[str, ...] = ()) -> Expect:
+    """Ranges a correct plan meets: distance and angle always, the duration when the instruction fixes it, mean
+    velocities when a one-step instruction sets them (a speed, a slow modifier, an arc)."""
+    m = plan_metrics(plan)
+    expect: Expect = {"distance_m": around(m["distance_m"]), "angle_rad": around(m["angle_rad"])}
+    if timed:
+        expect["duration_s"] = around(m["duration_s"], abs_tol=0.1)
+    for f in fields:
+        expect[f] = around(m[f], rel=0.2, abs_tol=0.1)
+    return expect

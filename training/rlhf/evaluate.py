@@ -1,0 +1,110 @@
+"""Evaluation: eval-set files, intent accuracy, JSON validity and win rates.
+
+Eval set (JSONL): one object per line, {"instruction": str, "expect": {field: [min, max], ...}} with fields from
+vx, vy, wz (time-weighted means over the plan), duration_s (total), distance_m (integral of vx), angle_rad
+(integral of wz), any subset; an optional "state" string (prompt.state_summary) defaults to standing still. A line
+passes when every listed field of the executed plan (after clamping) is in its range.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from edge.errors import UserError
+from training.rlhf.corpus import CorpusGenerator
+from training.rlhf.generation import Generator
+from training.rlhf.intent import Expect, check_expect, passes
+from training.rlhf.plan import format_plan, plan_metrics
+from training.rlhf.planner import InstructionPlanner, Planned
+from training.rlhf.safety import PlanLimits
+
+
+@dataclass
+class EvalItem:
+    instruction: str
+    expect: Expect
+    state: str | None = None
+
+
+@dataclass
+class ItemResult:
+    item: EvalItem
+    planned: Planned
+    passed: bool
+
+
+def load_eval_set(path: str | Path) -> list[EvalItem]:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"eval set {p} does not exist")
+    items = []
+    for n, line in enumerate(p.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict) or not isinstance(row.get("instruction"), str):
+                raise ValueError('needs "instruction" (a string)')
+            items.append(EvalItem(row["instruction"], check_expect(row.get("expect")), row.get("state")))
+        except (json.JSONDecodeError, ValueError) as e:
+            raise UserError(f"{p}:{n}: {e}") from None
+    if not items:
+        raise UserError(f"eval set {p} is empty")
+    return items
+
+
+def corpus_items(pool: str, limits: PlanLimits, n: int, seed: int) -> list[EvalItem]:
+    """Fresh generated examples as eval items (their target plans unused)."""
+    return [EvalItem(e.instruction, e.expect, e.state) for e in CorpusGenerator(pool, limits, seed).examples(n)]
+
+
+def evaluate(generator: Generator, items: Sequence[EvalItem], limits: PlanLimits,
+             constrained: bool = True) -> list[ItemResult]:
+    """Greedy plans for every item, through the same pipeline as the robot (screen, generate, parse, clamp)."""
+    planner = InstructionPlanner(generator, limits, constrained=constrained)
+    planned = planner.plan_many([i.instruction for i in items], [i.state for i in items])
+    return [ItemResult(item, p[0], passes(plan_metrics(p[0].plan), item.expect))
+            for item, p in zip(items, planned, strict=True)]
+
+
+def summarize(results: Sequence[ItemResult]) -> dict:
+    n = len(results)
+    return {"n": n, "json_valid_rate": sum(r.planned.valid for r in results) / n,
+            "intent_accuracy": sum(r.passed for r in results) / n}
+
+
+def win_rate(scores: Sequence[float], baseline: Sequence[float], tie: float = 1e-6) -> float:
+    """Share of items where `scores` beats `baseline`; a tie counts half."""
+    wins = sum(1.0 if a > b + tie else 0.5 if abs(a - b) <= tie else 0.0 for a, b in zip(scores, baseline, strict=True))
+    return wins / len(scores)
+
+
+def scored_outputs(results: Sequence[ItemResult]) -> list[str]:
+    """The text a reward model scores per item: the model's output, or for a fast-path stop (no model text) the
+    plan the robot executes."""
+    return [r.planned.output or format_plan(r.planned.plan) for r in results]
+
+
+def operator_win_rate(results: Sequence[ItemResult], base: Sequence[ItemResult], robot: str = "rover") -> float:
+    """Win rate of `results` over `base` (same items) by the simulated operator: the plan whose trajectory executed
+    in the twin better meets the item's intent wins."""
+    from training.rlhf.execution import TwinExecutor
+    from training.rlhf.operator import score_execution
+
+    both = [*results, *base]
+    runs = TwinExecutor(robot).execute([r.planned.plan for r in both])
+    scores = [score_execution(e, r.item.expect) for e, r in zip(runs, both, strict=True)]
+    return win_rate(scores[: len(results)], scores[len(results):], tie=0.02)
+
+
+def reward_model_win_rate(results: Sequence[ItemResult], base: Sequence[ItemResult], reward_dir: str | Path) -> float:
+    """Win rate of `results` over `base` (same items) by the reward model: the higher r(prompt, plan) wins."""
+    from training.rlhf.prompt import build_prompt
+    from training.rlhf.reward_model import RewardScorer
+
+    scorer = RewardScorer.load(reward_dir)
+    prompts = [build_prompt(r.planned.screened, r.item.state) for r in results]
+    return win_rate(scorer.score(prompts, scored_outputs(results)), scorer.score(prompts, scored_outputs(base)))

@@ -1,0 +1,81 @@
+"""Plan generation with transformers' generate (the trainer's own model, the instruction node's default
+backend, the benchmark's baseline). engine.VLLMEngine has the same `generate` signature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from training.rlhf.grammar import TokenGrammar
+
+MAX_NEW_TOKENS = 192  # a 4-segment plan is ~100 tokens with the project's tokenizer
+
+
+@dataclass
+class Completion:
+    text: str
+    token_ids: list[int]
+
+
+class Generator(Protocol):
+    def generate(self, prompts: list[str], n: int = 1, temperature: float = 0.0,
+                 max_new_tokens: int = MAX_NEW_TOKENS, constrained: bool = True, seed: int | None = None,
+                 ignore_eos: bool = False) -> list[list[Completion]]: ...
+
+
+class HFGenerator:
+    """Batched generate on a loaded causal LM; prompts are left-padded."""
+
+    def __init__(self, model, tokenizer, batch_size: int = 256):
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self._grammar: TokenGrammar | None = None  # built on first constrained call
+
+    @torch.no_grad()
+    def generate(self, prompts: list[str], n: int = 1, temperature: float = 0.0,
+                 max_new_tokens: int = MAX_NEW_TOKENS, constrained: bool = True, seed: int | None = None,
+                 ignore_eos: bool = False) -> list[list[Completion]]:
+        if seed is not None:
+            torch.manual_seed(seed)
+        tok, out = self.tokenizer, []
+        was_training = self.model.training
+        self.model.eval()
+        for start in range(0, len(prompts), self.batch_size):
+            batch = tok(prompts[start:start + self.batch_size], return_tensors="pt", padding=True)
+            kwargs = {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else \
+                {"do_sample": False}
+            if constrained:  # one processor per call: it tracks the DFA state of each row of this batch
+                self._grammar = self._grammar or TokenGrammar(tok)
+                kwargs["logits_processor"] = [self._grammar.processor(max_new_tokens)]
+            if ignore_eos:
+                kwargs["min_new_tokens"] = max_new_tokens
+            seqs = self.model.generate(**batch, max_new_tokens=max_new_tokens, num_return_sequences=n,
+                                       pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, **kwargs)
+            new = seqs[:, batch["input_ids"].shape[1]:].tolist()
+            for i in range(len(new) // n):
+                out.append([self._completion(ids) for ids in new[i * n:(i + 1) * n]])
+        self.model.train(was_training)
+        return out
+
+    def _completion(self, ids: list[int]) -> Completion:
+        eos = self.tokenizer.eos_token_id
+        if eos in ids:
+            ids = ids[: ids.index(eos) + 1]
+        else:
+            ids = [t for t in ids if t != self.tokenizer.pad_token_id]
+        return Completion(self.tokenizer.decode(ids, skip_special_tokens=True), ids)
+
+
+def load_generator(model_dir: str, backend: str = "transformers") -> Generator:
+    """A generator for a local model directory: "transformers" (HFGenerator) or "vllm" (engine.VLLMEngine)."""
+    if backend == "vllm":
+        from training.rlhf.engine import VLLMEngine
+
+        return VLLMEngine(model_dir)
+    if backend != "transformers":
+        raise ValueError(f"backend must be transformers or vllm, got {backend!r}")
+    from training.rlhf.model import load_model
+
+    return HFGenerator(*load_model(model_dir))

@@ -1,0 +1,84 @@
+"""The project's own instruction model: a byte-level BPE tokenizer trained on the corpus with `tokenizers`, and a
+small Llama-style causal LM initialised from scratch (no hub download is possible here, and none is needed).
+
+Digits are split one per token so numbers are copied digit by digit. head_dim is 64 because vLLM's CPU attention
+rejects 16. Any other local Hugging Face causal-LM directory can replace this model in every stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+PAD, BOS, EOS = "<pad>", "<s>", "</s>"
+# the plan grammar's fixed pieces as single tokens: a segment is then 4 of these and 16 digit/point/sign tokens
+GRAMMAR_TOKENS = ['[{"vx":', '},{"vx":', ',"vy":', ',"wz":', ',"duration_s":', "}]"]
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 640  # BPE target size (the trained vocabulary may be smaller)
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 2  # head_dim = hidden_size / num_heads = 64
+    intermediate_size: int = 512
+    max_positions: int = 320
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int):
+    """A PreTrainedTokenizerFast (byte-level BPE, digits split, grammar pieces whole, BOS added to every text)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[PAD, BOS, EOS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    tok.add_tokens([AddedToken(t, normalized=False) for t in GRAMMAR_TOKENS])
+    tok.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, tok.token_to_id(BOS))])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD,
+                                   padding_side="left", model_max_length=512)
+
+
+def new_model(tokenizer, config: ModelConfig, seed: int = 0):
+    """A randomly initialised LlamaForCausalLM sized by `config` for `tokenizer`."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if config.hidden_size % config.num_heads or config.hidden_size // config.num_heads not in (32, 64, 128):
+        raise ValueError("hidden_size / num_heads must be 32, 64 or 128 (vLLM's CPU attention head sizes)")
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_heads, head_dim=config.hidden_size // config.num_heads,
+        max_position_embeddings=config.max_positions, tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(cfg)
+
+
+def load_model(model_dir: str | Path, kind: str = "causal"):
+    """(model, tokenizer) from a local directory; kind "causal" or "reward" (sequence classification, 1 label)."""
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+    from edge.errors import UserError
+
+    path = Path(model_dir)
+    if not (path / "config.json").is_file():
+        raise UserError(f"{path} is not a model directory (no config.json)")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if kind == "reward":
+        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype="float32")
+        model.config.pad_token_id = tokenizer.pad_token_id
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")
+    return model.eval(), tokenizer

@@ -1,0 +1,39 @@
+"""The scripted simulated operator: executes both candidate plans in the twin and prefers the one whose trajectory
+better meets the instruction's intent. It stands in for a person in tests, demos and the default pipeline.
+
+`noise` > 0 makes it a Bradley-Terry rater (prefers A with probability sigmoid((score_A - score_B) / noise)),
+like a person who sometimes picks the worse plan; 0 always picks the better one. Near-equal scores are ties.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+from training.rlhf.execution import Execution, TwinExecutor
+from training.rlhf.intent import EXECUTION_SLACK, Expect, intent_score
+from training.rlhf.plan import Plan
+
+
+class SimulatedOperator:
+    def __init__(self, executor: TwinExecutor, noise: float = 0.0, tie: float = 0.02, seed: int = 0):
+        self.executor, self.noise, self.tie = executor, noise, tie
+        self.rng = random.Random(seed)
+
+    def scores(self, plans: Sequence[Plan], expects: Sequence[Expect]) -> list[float]:
+        """Intent score of each plan's executed trajectory (1 = meets every range)."""
+        return [score_execution(e, x) for e, x in zip(self.executor.execute(plans), expects, strict=True)]
+
+    def choose(self, score_a: float, score_b: float) -> str | None:
+        """'a', 'b', or None for a tie."""
+        if abs(score_a - score_b) < self.tie:
+            return None
+        if self.noise <= 0:
+            return "a" if score_a > score_b else "b"
+        p_a = 1.0 / (1.0 + math.exp(-(score_a - score_b) / self.noise))
+        return "a" if self.rng.random() < p_a else "b"
+
+
+def score_execution(execution: Execution, expect: Expect) -> float:
+    return intent_score(execution.metrics, expect, EXECUTION_SLACK)

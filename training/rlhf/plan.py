@@ -1,0 +1,97 @@
+"""Command plans: the instruction model's output, a list of constant-velocity segments.
+
+The strict grammar (what the model is trained to write and what constrained decoding enforces) is compact JSON
+with the keys in a fixed order and numbers of at most three integer digits and two decimals, written short, e.g.
+`[{"vx":0.5,"vy":0,"wz":0,"duration_s":2},{"vx":0,"vy":0,"wz":1,"duration_s":1.57}]`. Short numbers let the model
+copy an instruction's number as it is written ("2.5 m" at 1 m/s is a duration of 2.5).
+`parse_plan` accepts any JSON of that shape (spacing, key order, number format), so a plan written by hand or by
+another model parses too. Velocities follow ROS REP 103: vx forward, vy left (m/s), wz counter-clockwise = left
+(rad/s).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+FIELDS = ("vx", "vy", "wz", "duration_s")
+METRICS = ("vx", "vy", "wz", "duration_s", "distance_m", "angle_rad")
+MAX_SEGMENTS = 6  # longest plan the grammar allows; the corpus uses up to 4
+_UNUM = r"(0|[1-9]\d{0,2})(\.\d{1,2})?"  # JSON: no leading zeros
+_NUM = "-?" + _UNUM
+_SEGMENT = rf'\{{"vx":{_NUM},"vy":{_NUM},"wz":{_NUM},"duration_s":{_UNUM}\}}'
+# the grammar as a regular expression (vLLM's structured outputs take it as it is)
+PLAN_REGEX = rf"\[{_SEGMENT}(,{_SEGMENT}){{0,{MAX_SEGMENTS - 1}}}\]"
+
+
+class PlanError(ValueError):
+    """Model output that is not a plan; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    vx: float = 0.0
+    vy: float = 0.0
+    wz: float = 0.0
+    duration_s: float = 0.0
+
+
+Plan = tuple[Segment, ...]
+STOP: Plan = (Segment(),)
+
+
+def _num(v: float) -> str:
+    text = f"{v:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def format_plan(plan: Sequence[Segment]) -> str:
+    """The plan in the strict grammar (values rounded to 0.01, trailing zeros dropped)."""
+    segs = [f'{{"vx":{_num(s.vx)},"vy":{_num(s.vy)},"wz":{_num(s.wz)},"duration_s":{_num(s.duration_s)}}}'
+            for s in plan]
+    return "[" + ",".join(segs) + "]"
+
+
+def parse_plan(text: str) -> Plan:
+    """A JSON list of 1..MAX_SEGMENTS objects with exactly the keys vx, vy, wz, duration_s (finite numbers,
+    duration >= 0). Raises PlanError otherwise."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, TypeError, RecursionError) as e:
+        raise PlanError(f"not JSON: {e}") from None
+    if not isinstance(data, list) or not 1 <= len(data) <= MAX_SEGMENTS:
+        raise PlanError(f"a plan is a list of 1 to {MAX_SEGMENTS} segments")
+    plan = []
+    for i, seg in enumerate(data):
+        if not isinstance(seg, dict) or set(seg) != set(FIELDS):
+            raise PlanError(f"segment {i} must have exactly the keys {', '.join(FIELDS)}")
+        values = [seg[k] for k in FIELDS]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            raise PlanError(f"segment {i} holds a value that is not a finite number")
+        if values[3] < 0:
+            raise PlanError(f"segment {i} has a negative duration")
+        plan.append(Segment(*(float(v) for v in values)))
+    return tuple(plan)
+
+
+def plan_metrics(plan: Sequence[Segment]) -> dict[str, float]:
+    """What the eval set's `expect` ranges test: time-weighted mean velocities, total duration, distance (integral
+    of vx) and turned angle (integral of wz). A plan of zero duration has zero means."""
+    total = sum(s.duration_s for s in plan)
+    distance = sum(s.vx * s.duration_s for s in plan)
+    angle = sum(s.wz * s.duration_s for s in plan)
+    lateral = sum(s.vy * s.duration_s for s in plan)
+    mean = (lambda x: x / total) if total > 0 else (lambda x: 0.0)
+    return {"vx": mean(distance), "vy": mean(lateral), "wz": mean(angle), "duration_s": total,
+            "distance_m": distance, "angle_rad": angle}
+
+
+def plan_from_dicts(segments: Sequence[Mapping]) -> Plan:
+    """A plan from a list of segment dicts (e.g. a JSONL field), validated like model output."""
+    return parse_plan(json.dumps(list(segments)))
+
+
+def plan_to_dicts(plan: Sequence[Segment]) -> list[dict[str, float]]:
+    return [{k: getattr(s, k) for k in FIELDS} for s in plan]

@@ -1,0 +1,170 @@
+"""Stage 4, RL fine-tuning with GRPO; vLLM generates the samples.
+
+Entry point: `RLTrainer(RLConfig(...)).train()`. Each iteration:
+  1. generation: the engine samples `samples_per_prompt` plans (unconstrained, so JSON validity is learnt) for
+     `prompts_per_iteration` instructions from the `rl` pool;
+  2. reward: rm_weight * (reward model, standardised over the batch) + sim_weight * (intent score of the plan
+     executed in the twin) - json_weight * (not a plan) - kl_coef * (log pi - log pi_sft summed over the plan);
+  3. training: advantages are rewards standardised within each prompt's group (GRPO, no critic); `epochs`
+     policy-gradient steps on the PPO-clipped token loss -min(rA, clip(r, 1 - clip, 1 + clip)A), r = pi/pi_old;
+  4. weight sync: save_pretrained into a directory under `sync_dir`, then the running engine reloads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from training.rlhf.config import RLConfig
+from training.rlhf.corpus import CorpusGenerator
+from training.rlhf.execution import TwinExecutor
+from training.rlhf.generation import MAX_NEW_TOKENS, HFGenerator
+from training.rlhf.model import load_model
+from training.rlhf.operator import score_execution
+from training.rlhf.plan import STOP, PlanError, parse_plan
+from training.rlhf.prompt import build_prompt
+from training.rlhf.reward_model import RewardScorer
+from training.rlhf.safety import clamp_plan, limits_for, screen_instruction
+from training.rlhf.tokens import completion_logprobs
+
+MICRO_BATCH = 64  # sequences per forward/backward (gradients accumulate over the batch)
+
+
+class RLTrainer:
+    def __init__(self, config: RLConfig, engine=None):
+        """`engine`: a running engine to use (it gets the SFT weights first); by default config.engine says which:
+        this process's shared vLLM engine, vLLM Ray actors, or transformers on the policy itself."""
+        self.config = config
+        self.policy, self.tokenizer = load_model(config.model)
+        self.reference, _ = load_model(config.model)
+        self.reference.requires_grad_(False)
+        self.scorer = RewardScorer.load(config.reward_model)
+        self.limits = limits_for(config.robot)
+        self.executor = TwinExecutor(config.robot)
+        self.corpus = CorpusGenerator(config.pool, self.limits, seed=config.seed)
+        self.optim = torch.optim.AdamW(self.policy.parameters(), lr=config.learning_rate, weight_decay=0.0)
+        self.sync_dir = Path(tempfile.mkdtemp(prefix="rlhf-weights-", dir=config.sync_dir))
+        self.history: list[dict] = []
+        if engine is not None:
+            self.engine = engine
+            self.sync()  # the engine may hold another model's weights
+        else:
+            self.engine = self._make_engine()
+
+    def _make_engine(self):
+        c = self.config
+        if c.engine == "transformers":
+            return HFGenerator(self.policy, self.tokenizer)
+        if c.engine != "vllm":
+            raise ValueError(f"engine must be vllm or transformers, got {c.engine!r}")
+        from training.rlhf.engine import RayVLLMEngines, shared_engine
+
+        if c.ray_engines > 0:
+            return RayVLLMEngines(c.model, num_engines=c.ray_engines, seed=c.seed)
+        return shared_engine(c.model, seed=c.seed)
+
+    def step(self, iteration: int) -> dict:
+        c, tok = self.config, self.tokenizer
+        times = {}
+        t0 = time.perf_counter()
+        examples = self.corpus.examples(c.prompts_per_iteration)
+        prompts = [build_prompt(screen_instruction(e.instruction, self.limits)[0], e.state) for e in examples]
+        samples = self.engine.generate(prompts, n=c.samples_per_prompt, temperature=c.temperature,
+                                       max_new_tokens=MAX_NEW_TOKENS, constrained=False, seed=c.seed + iteration)
+        times["generation"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        flat = [(i, s) for i, group in enumerate(samples) for s in group]
+        valid, plans = [], []
+        for _, s in flat:
+            try:
+                plans.append(clamp_plan(parse_plan(s.text), self.limits)[0])
+                valid.append(1.0)
+            except PlanError:
+                plans.append(STOP)
+                valid.append(0.0)
+        runs = self.executor.execute(plans)
+        sim = torch.tensor([score_execution(r, examples[i].expect) * v
+                            for (i, _), r, v in zip(flat, runs, valid, strict=True)])
+        rm = torch.tensor(self.scorer.score([prompts[i] for i, _ in flat], [s.text for _, s in flat]))
+        valid_t = torch.tensor(valid)
+        times["reward"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        prompt_ids = [tok(p)["input_ids"] for p in prompts]
+        rows = [(prompt_ids[i], s.token_ids or [tok.eos_token_id]) for i, s in flat]
+        chunks = [rows[k:k + MICRO_BATCH] for k in range(0, len(rows), MICRO_BATCH)]
+        with torch.no_grad():  # the sampling policy's log-probabilities (ratio denominators) and the KL to SFT
+            old = [self._logprobs(self.policy, part) for part in chunks]
+            ref = [self._logprobs(self.reference, part) for part in chunks]
+        kl = torch.cat([((o - r) * m).sum(1) for (o, m), (r, _) in zip(old, ref, strict=True)])
+        rm_z = (rm - rm.mean()) / (rm.std() + 1e-6)
+        reward = c.rm_weight * rm_z + c.sim_weight * sim - c.json_weight * (1 - valid_t) - c.kl_coef * kl
+        groups = reward.view(len(samples), c.samples_per_prompt)
+        adv = ((groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-4)).flatten()
+        total_tokens = sum(len(r[1]) for r in rows)
+        self.policy.train()
+        for _ in range(c.epochs):  # PPO-style clipped updates reuse each batch of samples (the twin is the cost)
+            self.optim.zero_grad()
+            start = 0
+            for part, (old_logp, mask) in zip(chunks, old, strict=True):
+                logp, _ = self._logprobs(self.policy, part)
+                ratio = torch.exp(logp - old_logp)
+                a = adv[start:start + len(part), None]
+                surrogate = torch.minimum(ratio * a, torch.clamp(ratio, 1 - c.clip, 1 + c.clip) * a)
+                (-(surrogate * mask).sum() / total_tokens).backward()
+                start += len(part)
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
+            self.optim.step()
+        self.policy.eval()
+        times["training"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        self.sync()
+        times["sync"] = time.perf_counter() - t0
+        stats = {"iteration": iteration, "reward": reward.mean().item(), "sim_score": sim.mean().item(),
+                 "json_valid": valid_t.mean().item(), "kl": kl.mean().item(), "grad_norm": float(grad_norm),
+                 "tokens": total_tokens, "seconds": {k: round(v, 3) for k, v in times.items()}}
+        self.history.append(stats)
+        return stats
+
+    def _logprobs(self, model, rows: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token log-probabilities of each sampled plan after its prompt, and the mask of plan tokens."""
+        return completion_logprobs(model, [r[0] for r in rows], [r[1] for r in rows], self.tokenizer.pad_token_id)
+
+    def sync(self) -> None:
+        """Put the trainer's weights into the generation engine (the HF engine is the policy itself)."""
+        if isinstance(self.engine, HFGenerator):
+            return
+        self.policy.save_pretrained(self.sync_dir)
+        self.engine.load_weights(self.sync_dir)
+
+    def train(self, on_iteration: Callable[[dict], None] | None = None) -> dict:
+        for it in range(self.config.iterations):
+            stats = self.step(it)
+            if on_iteration:
+                on_iteration(stats)
+        return self.save()
+
+    def save(self) -> dict:
+        out = Path(self.config.out)
+        out.mkdir(parents=True, exist_ok=True)
+        self.policy.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        totals = {k: sum(h["seconds"][k] for h in self.history) for k in ("generation", "reward", "training", "sync")}
+        whole = sum(totals.values()) or 1.0
+        summary = {"iterations": len(self.history), "share": {k: round(v / whole, 3) for k, v in totals.items()},
+                   "seconds": {k: round(v, 1) for k, v in totals.items()}, "last": self.history[-1:]}
+        (out / "rlhf_rl.json").write_text(json.dumps({"config": dataclasses.asdict(self.config), "summary": summary,
+                                                      "history": self.history}, indent=2))
+        return summary
+
+    def close(self) -> None:
+        shutil.rmtree(self.sync_dir, ignore_errors=True)
