@@ -35,22 +35,27 @@ def field_log():
             twin.step(action)
             s = twin.backend.state()
             lin, ang = twin.task.base_velocities(s)
-            rows.append((twin.commands[0], lin[0], ang[0], projected_gravity(s["base_quat"])[0], s["base_pos"][0, 2],
-                         s["joint_pos"][0], s["joint_vel"][0], spec.action_scale * action[0], s["base_quat"][0]))
+            rows.append((twin.commands[0].copy(), lin[0], ang[0], projected_gravity(s["base_quat"])[0],
+                         s["base_pos"][0, 2], s["joint_pos"][0], s["joint_vel"][0], spec.action_scale * action[0],
+                         s["base_quat"][0]))
     cmd, lin, ang, grav, z, jp, jv, targets, quat = (np.array(c) for c in zip(*rows, strict=True))
     log = FieldLog(None, np.arange(len(rows)) * spec.control_dt, cmd, lin, ang, grav, z, jp, jv, targets, [], quat)
-    return spec, log_windows([log], 1.0, 4)
+    return spec, log, log_windows([log], 0.1, 12)
 
 
 def test_replay_with_the_true_parameters_reproduces_the_log(field_log):
-    spec, windows = field_log
-    assert len(windows) == 3 and all(len(w.targets) == 50 for w in windows)
+    spec, log, windows = field_log
+    assert len(windows) == 12 and all(len(w.targets) == 5 for w in windows)
+    # the command changes come first (the robot accelerates there), from the state just before the change
+    changes = np.flatnonzero(np.any(np.diff(log.commands, axis=0) != 0, axis=1))
+    assert [np.flatnonzero((log.base_lin_vel == w.start_lin_vel).all(1))[0] for w in windows[:3]] == [
+        int(c) - 1 for c in changes]
     true_error, nominal_error = replay_errors(spec, windows, [PLANTED, {}])
     assert true_error < 1e-12 < nominal_error
 
 
 def test_identification_recovers_planted_parameters(field_log):
-    spec, windows = field_log
+    spec, _, windows = field_log
     result = identify(spec, windows, SysIdConfig(params=("payload_kg", "latency_s"), population=8, generations=12))
     assert result.values["payload_kg"] == pytest.approx(PLANTED["payload_kg"], rel=0.1)
     assert result.values["latency_s"] == pytest.approx(PLANTED["latency_s"], abs=1e-9)
@@ -58,7 +63,7 @@ def test_identification_recovers_planted_parameters(field_log):
 
 
 def test_unknown_parameter_and_missing_commands_are_named(field_log):
-    spec, windows = field_log
+    spec, _, windows = field_log
     with pytest.raises(ValueError, match="cannot identify gravity"):
         SysIdConfig(params=("gravity",))
     with pytest.raises(ValueError, match="joint_commands"):

@@ -91,7 +91,7 @@ def _print(console, r) -> None:
     if r.identified:
         table.add_row("identified", ", ".join(f"{k} = {v:.4g}" for k, v in r.identified.items()))
         table.add_row("trajectory error", f"{r.sysid_error_before:.4g} (twin as trained) -> "
-                      f"{r.sysid_error_after:.4g} (identified)")
+                      f"{r.sysid_error_after:.4g} (identified); plot {r.sysid_plot}")
     if r.training_run:
         table.add_row("training run", r.training_run)
     for name, c in r.campaigns.items():

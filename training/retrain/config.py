@@ -22,6 +22,7 @@ class Budget:
     window_s: float = 2.0
     population: int = 8  # CMA-ES
     generations: int = 10
+    runs: int = 1  # independent CMA-ES runs
     finetune: dict = field(default_factory=dict)  # PPOConfig overrides
     campaign: str = "quick"  # the standard campaign re-run (name or YAML path)
 
@@ -29,8 +30,9 @@ class Budget:
 @dataclass(frozen=True)
 class PromotionRule:
     kpis: tuple[str, ...] = ("tracking_error_lin", "tracking_error_ang", "falls")
-    tolerance: float = 0.1
-    min_abs: float = 0.01
+    tolerance: float = 0.05  # summed over the KPIs: change / gate limit
+    per_kpi: float = 0.25  # any one KPI: change / gate limit
+    min_abs: float = 0.01  # changes smaller than this (KPI units) do not count
 
 
 @dataclass
@@ -52,9 +54,11 @@ class RetrainConfig:
         promotion = raw.get("promotion") or {}
         try:
             rule = PromotionRule(tuple(promotion.get("kpis", PromotionRule.kpis)),
-                                 float(promotion.get("tolerance", 0.1)), float(promotion.get("min_abs", 0.01)))
+                                 float(promotion.get("tolerance", PromotionRule.tolerance)),
+                                 float(promotion.get("per_kpi", PromotionRule.per_kpi)),
+                                 float(promotion.get("min_abs", PromotionRule.min_abs)))
         except (TypeError, ValueError):
-            raise ValueError(f"{path}: promotion takes kpis (a list), tolerance and min_abs (numbers)") from None
+            raise ValueError(f"{path}: promotion takes kpis (a list), tolerance, per_kpi and min_abs") from None
         return cls(raw.get("sysid") or {}, raw.get("centre") or {}, rule, raw.get("budgets") or {})
 
     def budget(self, name_or_path: str | Path) -> Budget:
@@ -67,14 +71,16 @@ class RetrainConfig:
         else:
             raise ValueError(f"unknown retraining budget {name_or_path!r}; choose one of "
                              f"{', '.join(self.budgets)} or give a budget YAML file")
-        unknown = sorted(set(raw) - {"sysid", "finetune", "campaign"})
+        unknown = sorted(set(raw) - {"sysid", "finetune", "campaign"}) + sorted(
+            set(raw.get("sysid") or {}) - {"windows", "window_s", "population", "generations", "runs"})
         if unknown:
             raise ValueError(f"budget {name}: unknown key(s) {', '.join(unknown)}")
         sysid = raw.get("sysid") or {}
         try:
             return Budget(name, int(sysid.get("windows", 4)), float(sysid.get("window_s", 2.0)),
                           int(sysid.get("population", 8)), int(sysid.get("generations", 10)),
-                          dict(raw.get("finetune") or {}), str(raw.get("campaign", "quick")))
+                          int(sysid.get("runs", 1)), dict(raw.get("finetune") or {}),
+                          str(raw.get("campaign", "quick")))
         except (TypeError, ValueError):
             raise ValueError(f"budget {name}: sysid sizes must be numbers") from None
 
@@ -82,7 +88,8 @@ class RetrainConfig:
         entry = self.sysid.get(robot, self.sysid.get("default", {}))
         bounds = {k: tuple(v) for k, v in (entry.get("bounds") or {}).items()}
         return SysIdConfig(params=tuple(entry.get("params", SysIdConfig.params)), bounds=bounds,
-                           population=budget.population, generations=budget.generations, seed=seed)
+                           population=budget.population, generations=budget.generations, runs=budget.runs,
+                           seed=seed)
 
     def centred_ranges(self, identified: dict[str, float]) -> dict[str, list[float]]:
         """Randomisation ranges centred on the identified values (PPOConfig.randomization_ranges)."""

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from edge.errors import UserError
 from edge.fileio import atomic_write_bytes, sha256_file
 from training.retrain.config import DEFAULT_CONFIG, RetrainConfig
@@ -36,6 +38,7 @@ class RetrainResult:
     identified: dict = field(default_factory=dict)  # parameter -> value
     sysid_error_before: float | None = None
     sysid_error_after: float | None = None
+    sysid_plot: str | None = None  # PNG: logged velocities beside the untuned and the identified twin's
     training_run: str | None = None
     new_artifact: Path | None = None
     campaigns: dict = field(default_factory=dict)  # campaign name -> CampaignCheck.to_dict() + report paths
@@ -100,7 +103,6 @@ def retrain(logs: Path | list[Path], artifact: Path, out_dir: Path, budget: str 
     from training.retrain.ingest import mcap_files
 
     artifact, out_dir = Path(artifact), Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     cfg = RetrainConfig.from_yaml(config)
     plan = cfg.budget(budget)
     files = sorted({f for p in ([logs] if isinstance(logs, str | Path) else logs) for f in mcap_files(p)})
@@ -111,6 +113,7 @@ def retrain(logs: Path | list[Path], artifact: Path, out_dir: Path, budget: str 
         raise UserError(f"{artifact} has no campaign verdict with KPI means: validate it first "
                         f"(sim2real validate {artifact} --campaign quick); its KPIs are the field logs' baseline")
     spec = load_robot(manifest.robot["name"])
+    out_dir.mkdir(parents=True, exist_ok=True)
     say = log or (lambda line: None)
     stages = Stages(out_dir, progress)
 
@@ -137,9 +140,10 @@ def retrain(logs: Path | list[Path], artifact: Path, out_dir: Path, budget: str 
             result.promotion_reason = "not retrained: no drift"
             return _finish(reg, result, stages)
 
-        sysid = stages.run("sysid", lambda: _sysid(files, spec, cfg, plan, seed, progress))
+        sysid = stages.run("sysid", lambda: _sysid(files, spec, cfg, plan, seed, progress, out_dir))
         result.identified = sysid["values"]
         result.sysid_error_before, result.sysid_error_after = sysid["error_before"], sysid["error_after"]
+        result.sysid_plot = sysid["plot"]
         say("identified " + ", ".join(f"{k} = {v:.4g}" for k, v in sysid["values"].items())
             + f"; trajectory error {sysid['error_before']:.4g} -> {sysid['error_after']:.4g} "
               f"({sysid['steps']} logged steps replayed)")
@@ -207,7 +211,8 @@ def _decide(ingest: dict, manifest, trigger: Path | None) -> dict:
             "baseline": baseline, "campaign": manifest.campaign_verdict.get("campaign")}
 
 
-def _sysid(files: list[Path], spec, cfg: RetrainConfig, plan, seed: int, progress: Progress | None) -> dict:
+def _sysid(files: list[Path], spec, cfg: RetrainConfig, plan, seed: int, progress: Progress | None,
+           out_dir: Path) -> dict:
     from training.retrain.ingest import read_field_log
     from training.retrain.sysid import identify, log_windows
 
@@ -215,7 +220,34 @@ def _sysid(files: list[Path], spec, cfg: RetrainConfig, plan, seed: int, progres
     sysid_cfg = cfg.sysid_config(spec.name, plan, seed)
     report = (lambda g, total, best: progress("sysid", g / total)) if progress else None
     r = identify(spec, windows, sysid_cfg, progress=report)
-    return {**r.to_dict(), "params": list(sysid_cfg.params), "windows": len(windows)}
+    plot = out_dir / "sysid_fit.png"
+    plot_fit(spec, windows[0], r.values, plot)
+    return {**r.to_dict(), "params": list(sysid_cfg.params), "windows": len(windows), "plot": str(plot)}
+
+
+def plot_fit(spec, window, identified: dict, path: Path) -> None:
+    """The logged base velocities of one replay window beside the untuned and the identified twin's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from training.retrain.sysid import replay
+
+    replayed = replay(spec, [window], [{}, identified])[:, :, 0]  # (T, candidate, 3)
+    logged = [window.lin_vel[:, 0], window.lin_vel[:, 1], window.ang_vel[:, 2]]
+    t = np.arange(len(window.targets)) * spec.control_dt
+    fig, axes = plt.subplots(1, 2, figsize=(9, 2.8))
+    for ax, i, label in ((axes[0], 0, "vx (m/s)"), (axes[1], 2, "wz (rad/s)")):
+        ax.plot(t, logged[i], "k", lw=3, alpha=0.5, label="field log")
+        ax.plot(t, replayed[:, 0, i], "--", label="twin as trained")
+        ax.plot(t, replayed[:, 1, i], lw=1, label="identified twin")
+        ax.set_xlabel("s")
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
 
 
 def _finetune(artifact: Path, manifest, registered: str | None, identified: dict, cfg: RetrainConfig, plan,

@@ -1,6 +1,7 @@
 """Promotion of a retrained artifact: the campaigns' gates pass and, campaign by campaign, it is not worse than
 the deployed artifact run through the same scenarios: no scenario regresses (fails where the deployed artifact
-passes) and no KPI mean moves toward its gate limit by more than a tolerance of that limit. Promoting writes
+passes), and the KPI means use up no more of their gate limits' margin (summed over the KPIs, each change as
+a fraction of its limit; no single one beyond a larger bound). Promoting writes
 the standard campaign's verdict into the artifact's manifest (sim.campaign.promotion.make_verdict, what
 deployment checks) and marks it deployed in the lineage registry."""
 
@@ -31,17 +32,22 @@ class CampaignCheck:
     regressions: int  # scenarios the new artifact fails and the deployed one passes (sim.campaign.compare)
 
     def worse(self, rule: PromotionRule) -> list[str]:
-        """Why the new artifact is worse than the deployed one here: regressions, and KPI means that moved
-        toward their gate limit by more than `tolerance` of it (KPIs without a limit above 0: of 1 unit)."""
+        """Why the new artifact is worse than the deployed one here: scenarios that regress; a KPI mean that moved
+        toward its gate limit by more than `per_kpi` of the limit; or, summed over the KPIs, more of the limits'
+        margin used up than `tolerance` (KPIs gated at 0, e.g. falls, count in units)."""
         out = [f"{self.regressions} scenario(s) of {self.name} fail that the deployed artifact passes"] \
             if self.regressions else []
+        used = {}
         for k in rule.kpis:
-            if k not in self.new or k not in self.deployed:
-                continue
-            new, old, limit = self.new[k], self.deployed[k], self.limits.get(k, 0.0)
-            if new - old > max(rule.tolerance * (limit if limit > 0 else 1.0), rule.min_abs):
-                out.append(f"{k} {new:.3g} vs {old:.3g} deployed on {self.name}"
-                           + (f" (gate {limit:g})" if limit > 0 else ""))
+            if k in self.new and k in self.deployed and abs(self.new[k] - self.deployed[k]) >= rule.min_abs:
+                limit = self.limits.get(k, 0.0)
+                used[k] = (self.new[k] - self.deployed[k]) / (limit if limit > 0 else 1.0)
+        out += [f"{k} {self.new[k]:.3g} vs {self.deployed[k]:.3g} deployed on {self.name} ({100 * u:.0f}% of its "
+                f"gate)" for k, u in used.items() if u > rule.per_kpi]
+        if sum(used.values()) > rule.tolerance:
+            out.append(f"{self.name}: the KPIs use {100 * sum(used.values()):.0f}% more of their gates' margin "
+                       "than the deployed artifact's (" + ", ".join(f"{k} {self.new[k]:.3g} vs "
+                                                                  f"{self.deployed[k]:.3g}" for k in used) + ")")
         return out
 
     def to_dict(self) -> dict:
@@ -72,8 +78,7 @@ def decide(checks: list[CampaignCheck], rule: PromotionRule) -> tuple[bool, str]
         return False, "gates failed: " + "; ".join(failing)
     worse = [w for c in checks for w in c.worse(rule)]
     if worse:
-        return False, (f"worse than the deployed artifact (tolerance {100 * rule.tolerance:g}% of a gate limit): "
-                       + "; ".join(worse))
+        return False, "worse than the deployed artifact: " + "; ".join(worse)
     better = []
     for c in checks:
         for k in rule.kpis:

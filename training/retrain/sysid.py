@@ -31,8 +31,9 @@ DEFAULT_BOUNDS = {
 class SysIdConfig:
     params: tuple[str, ...] = ("payload_kg", "motor_strength", "latency_s")
     bounds: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_BOUNDS))
-    population: int = 16
+    population: int = 16  # per CMA-ES run
     generations: int = 15
+    runs: int = 1  # independent CMA-ES runs (seeds seed+1, seed+2, ...) evaluated together; the best wins
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -77,35 +78,45 @@ class SysIdResult:
 
 
 def log_windows(logs: list[FieldLog], seconds: float, count: int) -> list[Window]:
-    """Up to `count` windows of `seconds`, spread evenly over the stretches of the logs where every input is
-    known (after the first /joint_commands, /joint_states and /odom)."""
-    candidates = []
+    """Up to `count` windows of `seconds` from the stretches of the logs where every input is known (after the
+    first /joint_commands, /joint_states and /odom). Windows starting as the command changes come first: the
+    robot accelerates there, often at its torque limit, which is where mass and motor strength show before
+    small differences in contact grow apart (an open-loop replay of a wrong twin diverges within a second, and
+    then every wrong twin is equally wrong). The rest are spread evenly over the logs."""
+    at_changes, evenly = [], []
     for log in logs:
         if len(log.t) < 3:
             continue
         length = max(2, int(round(seconds / log.dt)))
         known = np.isfinite(log.joint_targets).all(1) & np.isfinite(log.joint_pos).all(1) & \
             np.isfinite(log.joint_vel).all(1)
-        first = int(np.argmax(known)) if known.any() else len(log.t)
+        first = max(int(np.argmax(known)) if known.any() else len(log.t), 1)
         # a window [a, a + length) starts from the state logged at row a - 1
-        starts = range(max(first, 1), len(log.t) - length + 1, length)
-        candidates += [(log, a, length) for a in starts if known[a - 1:a + length].all()]
-    if not candidates:
+        valid = [first <= a and bool(known[a - 1:a + length].all()) for a in range(len(log.t) - length + 1)]
+        changes = np.flatnonzero(np.any(np.diff(log.commands, axis=0) != 0, axis=1))  # the row before a change
+        at_changes += [(log, int(a), length) for a in changes if a < len(valid) and valid[a]]
+        evenly += [(log, a, length) for a in range(first, len(valid), length) if valid[a]]
+    chosen = _spread(at_changes, count)
+    chosen += _spread([c for c in evenly if c not in chosen], count - len(chosen))
+    return [_window(log, a, length) for log, a, length in chosen]
+
+
+def _spread(items: list, k: int) -> list:
+    if k <= 0 or not items:
         return []
-    pick = np.unique(np.linspace(0, len(candidates) - 1, min(count, len(candidates))).round().astype(int))
-    windows = []
-    for i in pick:
-        log, a, length = candidates[i]
-        span = slice(a, a + length)
-        before = log.joint_targets[max(0, a - 10):a][::-1]
-        before = before[:np.argmin(np.isfinite(before).all(1))] if not np.isfinite(before).all() else before
-        height = float(log.base_height[a - 1]) if np.isfinite(log.base_height[a - 1]) else None
-        # the whole orientation, yaw included: MuJoCo's pyramidal friction cones are not symmetric under yaw
-        quat = log.orientation[a - 1] if log.orientation is not None else np.array([1.0, 0.0, 0.0, 0.0])
-        windows.append(Window(log.joint_targets[span], log.base_lin_vel[span], log.base_ang_vel[span],
-                              log.base_lin_vel[a - 1], log.base_ang_vel[a - 1], log.joint_pos[a - 1],
-                              log.joint_vel[a - 1], before, quat / np.linalg.norm(quat), height))
-    return windows
+    return [items[i] for i in np.unique(np.linspace(0, len(items) - 1, min(k, len(items))).round().astype(int))]
+
+
+def _window(log: FieldLog, a: int, length: int) -> Window:
+    span = slice(a, a + length)
+    before = log.joint_targets[max(0, a - 10):a][::-1]
+    before = before[:np.argmin(np.isfinite(before).all(1))] if not np.isfinite(before).all() else before
+    height = float(log.base_height[a - 1]) if np.isfinite(log.base_height[a - 1]) else None
+    # the whole orientation, yaw included: MuJoCo's pyramidal friction cones are not symmetric under yaw
+    quat = log.orientation[a - 1] if log.orientation is not None else np.array([1.0, 0.0, 0.0, 0.0])
+    return Window(log.joint_targets[span], log.base_lin_vel[span], log.base_ang_vel[span], log.base_lin_vel[a - 1],
+                  log.base_ang_vel[a - 1], log.joint_pos[a - 1], log.joint_vel[a - 1], before,
+                  quat / np.linalg.norm(quat), height)
 
 
 def replay_errors(spec: RobotSpec, windows: list[Window], candidates: list[dict[str, float]]) -> np.ndarray:
@@ -179,18 +190,22 @@ def identify(spec: RobotSpec, windows: list[Window], cfg: SysIdConfig | None = N
     nominal = np.array([NOMINAL[p] for p in cfg.params])  # the search starts from the twin as it was
     x0 = np.where(is_latency, np.round(np.clip(nominal, lo, hi) / spec.sim_dt), (np.clip(nominal, lo, hi) - lo) /
                   (hi - lo))
-    es = cma.CMAEvolutionStrategy(x0, 0.3, {
-        "bounds": [np.zeros(len(top)).tolist(), top.tolist()], "CMA_stds": np.where(is_latency, top, 1.0).tolist(),
-        "integer_variables": np.flatnonzero(is_latency).tolist(), "popsize": cfg.population, "seed": cfg.seed + 1,
-        "verbose": -9})
+    options = {"bounds": [np.zeros(len(top)).tolist(), top.tolist()],
+               "CMA_stds": np.where(is_latency, top, 1.0).tolist(),
+               "integer_variables": np.flatnonzero(is_latency).tolist(), "popsize": cfg.population, "verbose": -9}
+    # several runs: the error has narrow valleys (a replay diverges once the twin is slightly off), and one run
+    # can settle in the wrong one; each generation of every run is one batched replay
+    runs = [cma.CMAEvolutionStrategy(x0, 0.3, {**options, "seed": cfg.seed + 1 + r}) for r in range(cfg.runs)]
     history = []
     for g in range(cfg.generations):
-        xs = es.ask()
-        errors = replay_errors(spec, windows, [decode(x) for x in xs])
-        es.tell(xs, errors.tolist())
-        history.append(float(es.result.fbest))
+        asked = [es.ask() for es in runs]
+        errors = replay_errors(spec, windows, [decode(x) for xs in asked for x in xs])
+        for k, (es, xs) in enumerate(zip(runs, asked, strict=True)):
+            es.tell(xs, errors[k * cfg.population:(k + 1) * cfg.population].tolist())
+        history.append(min(float(es.result.fbest) for es in runs))
         if progress is not None:
             progress(g + 1, cfg.generations, history[-1])
+    es = min(runs, key=lambda e: e.result.fbest)
     best = decode(es.result.xbest)
     before, after = replay_errors(spec, windows, [{}, best])
     if after >= before:  # nothing fits better than the twin as it was
