@@ -77,11 +77,20 @@ def test_retraining_identifies_the_field_twin_and_closes_the_gap(deployed, retra
     assert tuned["randomization_ranges"]["latency_s"][0] <= HIDDEN["latency_s"] <= tuned["randomization_ranges"][
         "latency_s"][1]
     assert {c["kind"] for c in r.campaigns.values()} == {"standard", "identified-twin"}
-    assert r.promoted, r.promotion_reason
+    twin = next(c for c in r.campaigns.values() if c["kind"] == "identified-twin")
+    assert twin["kpi_means"]["tracking_error_ang"] < twin["deployed_kpi_means"]["tracking_error_ang"]
+    # promotion follows the campaigns (the rule itself: test_retrain_promote); a fine-tuning this short can trade
+    # too much linear tracking on the standard campaign for the field's yaw tracking, and then it must not deploy
     new = load_manifest(r.new_artifact)
-    require_validated(new, artifact_dir=r.new_artifact)  # the promotion record deployment checks
     with Registry(out / "registry.sqlite") as reg:
-        assert reg.deployed("rover")["sha256"] == new.policy["sha256"]
+        deployed_now = reg.deployed("rover")["sha256"]
+    if r.promoted:
+        assert all(c["passed"] and c["regressions"] == 0 for c in r.campaigns.values())
+        require_validated(new, artifact_dir=r.new_artifact)  # the promotion record deployment checks
+        assert deployed_now == new.policy["sha256"]
+    else:
+        assert r.promotion_reason.startswith(("worse than the deployed artifact", "gates failed"))
+        assert new.campaign_verdict is None and deployed_now == sha256_file(deployed / "policy.onnx")
     # the field gap, measured on the field twin as the deployed artifact was
     baseline = load_manifest(deployed).campaign_verdict["kpi_means"]["tracking_error_ang"]
     before = r.field_kpis["tracking_error_ang"]
@@ -94,7 +103,8 @@ def test_a_finished_retraining_is_not_redone(deployed, field_logs, retrained):
     log_before = (r.out_dir / "stages.log").read_text()
     again = retrain(field_logs, deployed, r.out_dir, budget="minimal", registry=out / "registry.sqlite")
     assert (r.out_dir / "stages.log").read_text() == log_before  # every stage skipped
-    assert again.new_artifact == r.new_artifact and again.lineage_id == r.lineage_id and again.promoted
+    assert again.new_artifact == r.new_artifact and again.lineage_id == r.lineage_id
+    assert again.promoted == r.promoted and again.promotion_reason == r.promotion_reason
 
 
 def test_lineage_returns_the_full_chain(deployed, retrained, capsys):
