@@ -1,11 +1,14 @@
-# Two commands on a fresh machine: `make demo` (the main job) and `make test` (the test suite).
+# Two commands on a fresh machine: `make loop` (the main job) and `make test` (the test suite).
 # Both create .venv on first use; later runs find the stamp and start in seconds.
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 EXTRAS := robot,sim,newton,train,rlhf,dev
 
-.PHONY: demo test setup lint
+.PHONY: loop demo test setup lint
+
+loop: $(STAMP)
+	$(VENV)/bin/sim2real loop $(ARGS)
 
 demo: $(STAMP)
 	$(VENV)/bin/sim2real demo

@@ -43,6 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instructions", default=defaults.instructions, help="instruction script for instruction_node")
     p.add_argument("--rlhf-engine", default=defaults.rlhf_engine, choices=("vllm", "transformers"),
                    help="what generates the RLHF samples (default vllm)")
+    p.add_argument("--randomize", action="store_true",
+                   help="train stage 1 with the robot YAML's domain randomisation (default: the nominal twin)")
     p.add_argument("--until", choices=STAGE_NAMES, help="stop after this stage")
     p.add_argument("--seed", type=int, default=defaults.seed)
 
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                                                                                           out="-")))
     cfg = LoopConfig(robot=args.robot, budget=args.budget, out=str(out or ""), field_twin=args.field_twin,
                      instructions=args.instructions, rlhf_engine=args.rlhf_engine, seed=args.seed,
-                     until=args.until or "")
+                     randomize=args.randomize, until=args.until or "")
     console = Console(width=None if Console().is_terminal else 110)
     console.print(f"[bold]sim2real loop[/]: {cfg.robot}, budget {cfg.budget}, run directory {cfg.out}"
                   + (" (resuming)" if out and not args.out else ""))

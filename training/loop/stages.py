@@ -49,7 +49,7 @@ def train(ctx: StageContext) -> StageResult:
 
     sizes = ctx.cfg.sizes
     overrides = {"run_root": str(ctx.out / "train"), "stop_at_threshold": True, "seed": ctx.cfg.seed,
-                 "export": False}
+                 "export": False, "randomization": ctx.cfg.randomize}
     if sizes.ppo_iterations is not None:
         overrides["iterations"] = sizes.ppo_iterations
     if sizes.ppo_max_seconds is not None:
@@ -78,13 +78,22 @@ def _unfinished_run(root: Path, latest_checkpoint) -> Path | None:
 
 
 # --------------------------------------------------------------------------------------------------- 2 export
+def registry_path(ctx: StageContext) -> Path:
+    """The loop's lineage registry (training.retrain.registry)."""
+    return ctx.out / "registry.sqlite"
+
+
 def export(ctx: StageContext) -> StageResult:
     from edge.manifest import load_manifest
     from training.ppo.export_hook import export_run
+    from training.retrain.registry import Registry
 
-    artifact = export_run(Path(ctx.data("train")["run_dir"]), ctx.out / "policy")
+    run_dir = Path(ctx.data("train")["run_dir"])
+    artifact = export_run(run_dir, ctx.out / "policy")
     manifest = load_manifest(artifact)
     sha = manifest.policy["sha256"]
+    with Registry(registry_path(ctx)) as reg:  # the lineage starts here: this artifact came from that run
+        reg.add_artifact(sha, artifact, manifest.robot["name"], manifest.training_run_id, run_dir)
     return StageResult(PASS, f"policy.onnx {sha[:12]}, {manifest.control_period * 1e3:g} ms period",
                        {"artifact": str(artifact), "sha256": sha})
 
@@ -206,7 +215,7 @@ def retrain(ctx: StageContext) -> StageResult:
 
     logs = Path(ctx.data("deploy")["logs"]) / "duty"  # the evidence the trigger fired on
     r = run_retrain(logs, Path(ctx.data("export")["artifact"]), ctx.out / "retrain",
-                    budget=ctx.cfg.sizes.retrain, registry=ctx.out / "registry.sqlite",
+                    budget=ctx.cfg.sizes.retrain, registry=registry_path(ctx),
                     progress=lambda stage, f: ctx.progress(f, stage)).to_dict()
     identified = ", ".join(f"{k} {v:.3g}" for k, v in r["identified"].items())
     verdict = "promoted" if r["promoted"] else f"not promoted ({r['promotion_reason']})"
