@@ -108,7 +108,8 @@ def test_screen_flags_over_limit_requests_only():
 
 
 @pytest.mark.parametrize("text,stop", [("stop", True), ("Stop!", True), ("please stop now", True),
-                                       ("halt.", True), ("robot, freeze", True), ("stop after 2 m", False),
+                                       ("halt.", True), ("robot, freeze", True), ("halt immediately", True),
+                                       ("brake at once", True), ("stop after 2 m", False),
                                        ("don't stop", False), ("go forward", False)])
 def test_stop_fast_path(text, stop):
     assert is_stop(screen_instruction(text, LIMITS)[0]) is stop

@@ -107,12 +107,16 @@ def _progress(total: int, label: str):
 def _pipeline(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
     from training.rlhf.pipeline import run_pipeline
 
-    progress, task = _progress(1000, "RLHF")
+    progress = Progress(TextColumn("RLHF"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[info]}"),
+                        TimeElapsedColumn())
+    task = progress.add_task("RLHF", total=1.0, info="")
     with progress:
         result = run_pipeline(Path(args.out), robot=args.robot, budget=args.budget, engine=args.engine,
-                              progress=lambda label, f: progress.update(task, completed=int(1000 * f), info=label))
+                              progress=lambda label, f: progress.update(task, completed=f, info=label))
     print(json.dumps(result))
     return 0
 

@@ -36,14 +36,17 @@ class VLLMEngine:
         if not cuda:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        import torch
         from vllm import LLM
 
         # no chunked prefill on CPU: vllm-cpu 0.32 crashes on a seeded request whose prefill is split across
         # steps (it rewinds the request's generator with set_offset, which CPU generators lack)
         cpu_args = {} if cuda else {"enable_chunked_prefill": False}
+        set_num_threads = torch.set_num_threads
         self.llm = LLM(model=str(model_dir), seed=seed, max_model_len=max_model_len,
                        dtype="auto" if cuda else "float32", enforce_eager=not cuda,
                        gpu_memory_utilization=gpu_memory_utilization or (0.5 if cuda else 0.3), **cpu_args)
+        torch.set_num_threads = set_num_threads  # vLLM's CPU worker stubs it out for the whole process
 
     def generate(self, prompts: list[str], n: int = 1, temperature: float = 0.0,
                  max_new_tokens: int = MAX_NEW_TOKENS, constrained: bool = True, seed: int | None = None,

@@ -23,7 +23,8 @@ from training.rlhf.plan import MAX_SEGMENTS, STOP, Plan, Segment
 MAX_INSTRUCTION_CHARS = 200
 STOP_WORDS = frozenset({"stop", "halt", "freeze", "abort", "cancel", "e-stop", "estop", "emergency stop",
                         "stop now", "stop moving", "stop the robot", "stop immediately", "stand still", "brake"})
-_FILLERS = re.compile(r"^(please|robot|hey robot|ok|okay|now)\b[ ,]*|[ ,]*\b(please|now|right now)$")
+_FILLERS = re.compile(r"^(please|robot|hey robot|ok|okay|now)\b[ ,]*|"
+                      r"[ ,]*\b(please|now|right now|immediately|at once|right away|asap)$")
 _MARKUP = re.compile(r"<[^<>]{0,200}>|```|\[/?[a-z]+\]|\{\{|\}\}")
 _SPEED = re.compile(r"(\d+(?:\.\d+)?)\s*(m/s|mps|meters? per second|metres? per second|km/h|kph|"
                     r"rad/s|radians? per second|deg/s|degrees? per second)")
