@@ -118,7 +118,7 @@ def main() -> None:
         "field_before": before[kpi], "field_after": after[kpi], "gap_closed": round(closed(after), 3),
         "gap_closed_without_sysid": round(closed(plain), 3), "promoted": result.promoted,
         "baseline": "untuned twin (trajectory error); fine-tuning without system id (gap closed)",
-        "ratio": round(result.sysid_error_before / max(result.sysid_error_after, 1e-12), 1)}))
+        "ratio": round(closed(after) / closed(plain), 2) if closed(plain) > 0 else None}))
 
 
 if __name__ == "__main__":
