@@ -144,7 +144,8 @@ class InstructionNode(Node):
 
     def destroy_node(self) -> None:
         self._worker.shutdown(wait=False, cancel_futures=True)
-        self._publish(0.0, 0.0, 0.0)
+        if self.context.ok():  # after SIGINT the context is already shut down and nothing can be sent
+            self._publish(0.0, 0.0, 0.0)
         super().destroy_node()
 
 
