@@ -90,7 +90,13 @@ def run_loop(cfg: LoopConfig, announce: Announce, finished: Finished,
     state = LoopState(out, cfg)
     state.save()
     wanted = _wanted(cfg.until)
-    previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupted = {"flag": False}
+
+    def on_signal(signum, frame) -> None:
+        interrupted["flag"] = True  # kept even if a library swallows the KeyboardInterrupt inside a stage
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         for index, (name, stage, description) in enumerate(STAGES):
             if name in state.stages or name not in wanted:
@@ -107,6 +113,8 @@ def run_loop(cfg: LoopConfig, announce: Announce, finished: Finished,
             state.record(name, result, time.monotonic() - t0)
             finished(name, result, time.monotonic() - t0)
             write_report(out, state)
+            if interrupted["flag"]:
+                raise KeyboardInterrupt
             if result.verdict == FAIL:
                 break
         state.finished = all(n in state.stages for n in wanted) or any(
@@ -114,7 +122,8 @@ def run_loop(cfg: LoopConfig, announce: Announce, finished: Finished,
         state.save()
         write_report(out, state)
     finally:
-        signal.signal(signal.SIGTERM, previous_sigterm)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return state
 
 
@@ -126,6 +135,3 @@ def _wanted(until: str) -> list[str]:
         raise UserError(f"unknown stage {until!r}; stages: {', '.join(STAGE_NAMES)}")
     return STAGE_NAMES[: STAGE_NAMES.index(until) + 1]
 
-
-def _raise_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
