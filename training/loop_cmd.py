@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from pathlib import Path
 
 HELP = "Run the whole loop: train, export, validate, RLHF, deploy over ROS 2, analyse field logs, retrain, check."
@@ -61,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     for key, value in QUIET_LIBRARIES.items():  # the stage lines and bars say what happens; SIM2REAL_DEBUG=1 keeps all
         if not os.environ.get("SIM2REAL_DEBUG"):
             os.environ.setdefault(key, value)
+    if not os.environ.get("SIM2REAL_DEBUG"):  # PYTHONWARNINGS reaches only the processes started from here
+        warnings.filterwarnings("ignore", category=FutureWarning)
     for path, what in ((args.field_twin, "--field-twin"), (args.instructions, "--instructions")):
         if not Path(path).is_file():
             raise FileNotFoundError(f"{what}: no such file {path}")
