@@ -1,4 +1,5 @@
-"""Hashing and atomic writes for artifact files: a reader sees the old file or the new one, never half of one."""
+"""Hashing and atomic writes for artifact files (a reader sees the old file or the new one, never half of one), and
+the one reader of YAML config files (a missing, malformed or non-mapping file is one clear error)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,21 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_yaml_mapping(path: str | Path, error: type[Exception], missing: str, not_mapping: str) -> dict:
+    """The YAML mapping in `path` ({} for an empty file). `error` is raised, naming the file, when it is missing
+    (f"{missing} {path} does not exist"), is not YAML, or does not hold a mapping (f"{path}: {not_mapping}")."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{missing} {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise error(f"{path}: not valid YAML ({e.__class__.__name__})") from None
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        raise error(f"{path}: {not_mapping}")
+    return raw

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from edge.fileio import read_yaml_mapping
 from sim.randomization import RandomizationConfig
 
 PPO_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config" / "ppo"
@@ -162,15 +163,7 @@ class PPOConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides) -> PPOConfig:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"PPO config {path} does not exist")
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML ({e.__class__.__name__})") from None
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: expected a mapping of PPOConfig fields")
+        raw = read_yaml_mapping(path, ConfigError, "PPO config", "expected a mapping of PPOConfig fields")
         return cls.from_dict({**raw, **overrides}, str(path))
 
     @classmethod

@@ -10,8 +10,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import yaml
-
+from edge.fileio import read_yaml_mapping
 from training.ppo.config import ConfigError, PPOConfig
 
 SWEEP_KEYS = {"robot", "base", "search", "num_samples", "max_concurrent", "metric", "mode"}
@@ -31,14 +30,8 @@ class SweepSpec:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> SweepSpec:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"sweep file {path} does not exist")
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML ({e.__class__.__name__})") from None
-        if not isinstance(raw, dict) or "robot" not in raw or not isinstance(raw.get("search"), dict):
+        raw = read_yaml_mapping(path, ConfigError, "sweep file", "a sweep needs `robot` and a `search` mapping")
+        if "robot" not in raw or not isinstance(raw.get("search"), dict):
             raise ConfigError(f"{path}: a sweep needs `robot` and a `search` mapping")
         unknown = sorted(set(raw) - SWEEP_KEYS)
         if unknown:

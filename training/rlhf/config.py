@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-import yaml
-
 from edge.errors import UserError
+from edge.fileio import read_yaml_mapping
 from training.rlhf.model import ModelConfig
 
 RLHF_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config" / "rlhf"
@@ -93,15 +92,7 @@ def load_config(cls: type[C], path: str | Path | None = None, **overrides) -> C:
     """`cls` defaults, then the YAML file's values, then non-None overrides (command-line flags)."""
     values: dict = {}
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise UserError(f"config file {p} does not exist")
-        try:
-            values = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise UserError(f"{p}: not valid YAML ({e.__class__.__name__})") from None
-        if not isinstance(values, dict):
-            raise UserError(f"{p}: expected a mapping at the top level")
+        values = read_yaml_mapping(path, UserError, "config file", "expected a mapping at the top level")
     values.update({k: v for k, v in overrides.items() if v is not None})
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
