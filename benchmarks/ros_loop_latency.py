@@ -2,8 +2,9 @@
 transport floor) measured in the same run, plus timer jitter and deadline misses at 50 Hz and 500 Hz.
 
 Each node runs in its own process, as on the robot. Latency: the probe publishes /imu/data and /odom, then
-/joint_states (policy_node runs with trigger=joint_states) and times the /joint_commands that answers it; the
-echo node answers a JointState with a Float64MultiArray and nothing else.
+/joint_states (policy_node runs with trigger=joint_states) and times the /joint_commands that answers it. The
+floor is an echo node that takes the same three messages and answers with a Float64MultiArray once all three are
+in, doing nothing else; an echo of a single JointState is printed beside it for reference.
 
     python -m benchmarks.ros_loop_latency [--quick]
 """
@@ -22,20 +23,35 @@ from pathlib import Path
 import numpy as np
 
 
-def echo_node() -> None:
-    """The transport floor: JointState in, Float64MultiArray out, no work in between, on the executor policy_node
-    uses (rclpy's EventsExecutor)."""
+def echo_node(inputs: str) -> None:
+    """The transport floor, on the executor policy_node uses (rclpy's EventsExecutor), with no work in between.
+    inputs "one": a JointState in, a Float64MultiArray out. inputs "all": policy_node's three inputs of one instant
+    (/imu/data, /odom, /joint_states, stamped alike) in, one Float64MultiArray out once all three are in: the same
+    messages policy_node takes and sends, so the difference to it is policy_node's own cost."""
     import rclpy
+    from nav_msgs.msg import Odometry
     from rclpy.experimental import EventsExecutor
     from rclpy.qos import qos_profile_sensor_data
-    from sensor_msgs.msg import JointState
+    from sensor_msgs.msg import Imu, JointState
     from std_msgs.msg import Float64MultiArray
 
     rclpy.init()
     node = rclpy.create_node("echo")
     pub = node.create_publisher(Float64MultiArray, "/echo_out", 10)
-    node.create_subscription(JointState, "/echo_in", lambda m: pub.publish(Float64MultiArray(data=list(m.position))),
-                             qos_profile_sensor_data)
+    if inputs == "one":
+        node.create_subscription(JointState, "/echo_in",
+                                 lambda m: pub.publish(Float64MultiArray(data=list(m.position))),
+                                 qos_profile_sensor_data)
+    else:
+        stamps = {}
+
+        def received(topic, msg):
+            stamps[topic] = msg.header.stamp.sec
+            if len(stamps) == 3 and len(set(stamps.values())) == 1:
+                pub.publish(Float64MultiArray(data=[0.0] * 12))
+
+        for msg_type, topic in ((Imu, "/imu/data"), (Odometry, "/odom"), (JointState, "/joint_states")):
+            node.create_subscription(msg_type, topic, lambda m, t=topic: received(t, m), qos_profile_sensor_data)
     executor = EventsExecutor()
     executor.add_node(node)
     try:
@@ -132,10 +148,10 @@ class Probe:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--echo-node", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--echo-node", choices=("one", "all"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_node:
-        echo_node()
+        echo_node(args.echo_node)
         return
     os.environ.setdefault("ROS_DOMAIN_ID", str(os.getpid() % 200 + 20))
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
@@ -154,9 +170,13 @@ def main() -> None:
         node_args = ["-m", "ros_nodes.policy_node", "--ros-args", "-p", f"artifact:={artifact}", "-p",
                      "backend:=onnxruntime", "-p", "stale_periods:=100", "-p", "allow_unvalidated:=true"]
 
-        echo = start(["-m", "benchmarks.ros_loop_latency", "--echo-node"])
+        echo = start(["-m", "benchmarks.ros_loop_latency", "--echo-node", "one"])
         probe.spin_for(3.0)
-        echo_ms = probe.round_trips(lambda: probe.pub_echo.publish(probe.JointState(position=[0.0] * 12)), count)
+        echo_one_ms = probe.round_trips(lambda: probe.pub_echo.publish(probe.JointState(position=[0.0] * 12)), count)
+        stop(echo)
+        echo = start(["-m", "benchmarks.ros_loop_latency", "--echo-node", "all"])
+        probe.spin_for(3.0)
+        echo_ms = probe.round_trips(lambda: probe.sensors(joints), count)
         stop(echo)
 
         policy = start([*node_args, "-p", "trigger:=joint_states"])
@@ -179,10 +199,12 @@ def main() -> None:
                           "probe_miss_rate": float(np.mean(gaps > 1.5 * period)) if len(gaps) else float("nan"),
                           "miss_rate": misses / ticks if ticks else float("nan"), "ticks": ticks}
 
-    p = {name: (np.percentile(v, 50), np.percentile(v, 99)) for name, v in (("echo", echo_ms), ("policy", policy_ms))}
+    paths = (("echo_one", "echo, 1 message in", echo_one_ms), ("echo", "echo, 3 inputs in (floor)", echo_ms),
+             ("policy", "policy_node (quadruped, ORT)", policy_ms))
+    p = {key: (np.percentile(v, 50), np.percentile(v, 99)) for key, _, v in paths}
     print(f"{'path':>28} {'p50 ms':>8} {'p99 ms':>8} {'n':>6}")
-    print(f"{'echo node (transport floor)':>28} {p['echo'][0]:>8.3f} {p['echo'][1]:>8.3f} {len(echo_ms):>6}")
-    print(f"{'policy_node (quadruped, ORT)':>28} {p['policy'][0]:>8.3f} {p['policy'][1]:>8.3f} {len(policy_ms):>6}")
+    for key, label, v in paths:
+        print(f"{label:>28} {p[key][0]:>8.3f} {p[key][1]:>8.3f} {len(v):>6}")
     for (hz, executor), t in timing.items():
         print(f"timer {hz:>3} Hz, {executor:>6} executor: deadline misses (tick > 1.5 periods after the last, "
               f"node's count) {t['miss_rate']:.2%} of {t['ticks']} ticks; at the probe over DDS: "
@@ -193,11 +215,13 @@ def main() -> None:
     print(json.dumps({"bench": "ros_loop_latency", "p50_ms": round(p["policy"][0], 4),
                       "p99_ms": round(p["policy"][1], 4),
                       "echo_p50_ms": round(p["echo"][0], 4), "echo_p99_ms": round(p["echo"][1], 4),
+                      "echo_one_message_p99_ms": round(p["echo_one"][1], 4),
                       "ratio_p99_vs_echo": round(p["policy"][1] / p["echo"][1], 2),
                       "miss_rate_50hz": round(timing[50, "events"]["miss_rate"], 4),
                       "miss_rate_500hz": round(timing[500, "events"]["miss_rate"], 4),
                       "miss_rate_500hz_single_executor": round(timing[500, "single"]["miss_rate"], 4),
-                      "jitter_500hz_ms": round(timing[500, "events"]["jitter_ms"], 4), "baseline": "rclpy echo node",
+                      "jitter_500hz_ms": round(timing[500, "events"]["jitter_ms"], 4),
+                      "baseline": "rclpy echo node, same 3 inputs",
                       "load_avg_1m": round(load[0], 2), "quick": args.quick}))
 
 
