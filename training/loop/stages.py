@@ -193,18 +193,16 @@ def analyse(ctx: StageContext) -> StageResult:
 def log_kpis(path: Path, manifest) -> tuple[dict[str, float], int, list[str], list[str]]:
     """KPI means over every episode of the MCAP logs under `path` (the campaign's KPI code), the episode count,
     the damaged spans and the files read."""
-    from sim.campaign.rollout import robot_limits
     from sim.robot import load_robot
-    from training.retrain.drift import field_kpis
-    from training.retrain.ingest import mcap_files, read_field_log
+    from training.retrain.ingest import mcap_files
+    from training.retrain.pipeline import ingest_logs
 
-    spec = load_robot(manifest.robot["name"])
     files = mcap_files(path)
     if not files:
         raise UserError(f"no MCAP field logs in {path}")
-    logs = [read_field_log(f, list(spec.joints)) for f in files]
-    kpis, episodes = field_kpis(logs, robot_limits(spec))
-    return kpis, episodes, [d for log in logs for d in log.damage], [str(f) for f in files]
+    read = ingest_logs(files, load_robot(manifest.robot["name"]))
+    return (read["field_kpis"], read["episodes"], [d for log in read["logs"] for d in log["damage"]],
+            [str(f) for f in files])
 
 
 # -------------------------------------------------------------------------------------------------- 7 retrain

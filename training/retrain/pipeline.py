@@ -125,7 +125,7 @@ def retrain(logs: Path | list[Path], artifact: Path, out_dir: Path, budget: str 
         if retrain_id is None:
             retrain_id = reg.begin(out_dir, parent_sha)
 
-        ingest = stages.run("ingest", lambda: _ingest(files, spec))
+        ingest = stages.run("ingest", lambda: ingest_logs(files, spec))
         decision = stages.run("decide", lambda: _decide(ingest, manifest, trigger))
         result = RetrainResult(decision["retrain"], decision["reason"], ingest["field_kpis"], decision["baseline"],
                                ingest["episodes"], ingest["logs"], decision["drifted"], lineage_id=retrain_id,
@@ -188,7 +188,9 @@ def _finish(reg: Registry, result: RetrainResult, stages: Stages) -> RetrainResu
 
 
 # ------------------------------------------------------------------------------------------------ stages
-def _ingest(files: list[Path], spec) -> dict:
+def ingest_logs(files: list[Path], spec) -> dict:
+    """The field logs read: per file its hash, rows, episodes and damaged spans; the KPI means over all episodes
+    (the campaign's KPI code) and the episode count."""
     from sim.campaign.rollout import robot_limits
     from training.retrain.drift import field_kpis
     from training.retrain.ingest import read_field_log
