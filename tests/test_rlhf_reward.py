@@ -54,9 +54,8 @@ def test_reward_model_ranks_held_out_pairs():
     assert not any((p.instruction, frozenset((p.chosen, p.rejected))) in compared for p in held)  # no leak
     scorer = RewardScorer.load(reward_dir())
     accuracy = ranking_accuracy(scorer, held)
-    # the issue asks for > 80%; the minimal budget's reward model reaches 64-76% (docs/rlhf.md): the test holds
-    # it above chance (a coin gets 50%, the untrained reward model 0%) until a larger budget closes the gap
-    assert accuracy > 0.6, (accuracy, info["stats"])
+    # the issue's bar; a coin gets 50%, the untrained reward model 0% (docs/rlhf.md has the budgets' figures)
+    assert accuracy > 0.8, (accuracy, info["stats"])
     assert accuracy == info["stats"]["heldout_accuracy"]
     untrained = RewardScorer(scorer.reference, scorer.reference, scorer.tokenizer, scorer.beta)
     assert ranking_accuracy(untrained, held) == 0.0  # r = 0 for every plan: all ties, so the ranking was learnt

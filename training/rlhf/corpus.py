@@ -2,9 +2,9 @@
 
 Coverage (the issue's list): paraphrases, units (m, cm, mm, s, ms, degrees, radians, number words), multi-step
 plans, negations ("don't turn, just ..."), filler and stop words, ROS conventions (positive wz = left =
-counter-clockwise, linear.x / angular.z). Target plans use the default speeds (1 m/s, 1 rad/s, so a plan's
-duration reads off the instruction's numbers) and are clamped to the robot's limits: an over-limit request is
-written at the limit.
+counter-clockwise, linear.x / angular.z), made-up verbs and fillers. Target plans use the default speeds (1 m/s,
+1 rad/s, so a plan's duration reads off the instruction's numbers); an explicit velocity is written as asked, even
+above the robot's limits (the guard clamps it), and the intent is what the clamped plan does.
 
 Phrasings are split in two pools. `sft` holds the demonstrations (instruction + target plan); `rl` holds further
 phrasings whose prompts RL sees with their intent but never with a target plan, as in RLHF practice
@@ -14,15 +14,17 @@ is written by hand with phrasings in neither pool.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from training.rlhf.intent import Expect, around
-from training.rlhf.plan import STOP, Plan, Segment, plan_metrics
+from training.rlhf.plan import MAX_SEGMENTS, STOP, Plan, Segment, plan_metrics
 from training.rlhf.prompt import state_summary
-from training.rlhf.safety import PlanLimits
+from training.rlhf.safety import MAX_INSTRUCTION_CHARS, PlanLimits, clamp_plan
 
 POOLS = ("sft", "rl", "all")
 SPEED, SLOW_SPEED, TURN_RATE, SLOW_TURN_RATE, ARC_SPEED, ARC_RATE = 1.0, 0.5, 1.0, 0.5, 0.5, 0.5
@@ -101,9 +103,22 @@ PREFIX = _p(["please ", "robot, ", "can you ", "could you ", "now "], ["hey robo
                                                                        "kindly ", "robot: "])
 SUFFIX = _p([" please", " now", ".", "!"], [" thanks", " asap", " for me", " right away"])
 
+# Unknown words. People use verbs and fillers no phrase list holds ("scoot", "swivel", "get moving"); a model that
+# has only seen the list's verbs reads an unknown one as noise it never learnt to ignore. So some steps get their
+# verb replaced by a made-up word (consonant-vowel syllables, never a word the corpus uses) when the rest of the
+# step still says the direction, and some instructions get a made-up word inserted: the model learns to read
+# direction words, numbers and units, and to treat an unknown verb with only a duration as a wait.
+UNKNOWN_VERB_P, UNKNOWN_FILLER_P = 0.2, 0.15
+PLAIN_VERBS = frozenset({"go", "move", "drive", "turn", "rotate", "spin", "roll", "head", "travel", "proceed",
+                         "continue", "push", "pivot", "swing", "yaw", "keep", "wait", "pause", "idle", "hold",
+                         "remain", "sit", "stay"})
+DIRECTION_WORDS = frozenset({"forward", "ahead", "straight", "back", "backward", "backwards", "reverse", "rear",
+                             "left", "right", "clockwise", "counterclockwise", "around"})
+_SYLLABLE_CONSONANTS, _SYLLABLE_VOWELS = "bdfgklmnprstvz", "aeiou"
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine",
                 10: "ten"}
 DISTANCES_M = [round(0.1 * i, 1) for i in range(1, 10)] + [1, 1.2, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 10]
+_NUMBER_WORD_SET = frozenset(NUMBER_WORDS.values())
 DURATIONS_S = [0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10]
 COMMON_DEG = [15, 30, 45, 60, 90, 120, 135, 180, 270, 360]
 RADIANS = [0.5, 1, 1.5, 2, 2.5, 3]
@@ -194,14 +209,18 @@ class CorpusGenerator:
         lim = self.limits
         return Segment(min(max(vx, lim.vx[0]), lim.vx[1]), 0.0, min(max(wz, lim.wz[0]), lim.wz[1]), t)
 
+    def _halves(self, vx: float, wz: float, t: float) -> list[Segment]:
+        """A distance or angle at half the default speed: two segments as long as the number in the instruction
+        (1.5 m slowly: 2 x 1.5 s at 0.5 m/s), so the model copies the number instead of doubling it."""
+        return [self._seg(vx, wz, t), self._seg(vx, wz, t)]
+
     # ------------------------------------------------------------------ single steps
     def _move(self) -> _Step:
         rng, sign = self.rng, rng_sign(self.rng, 0.75)
         d = rng.choice(DISTANCES_M)
         text = self._pick(MOVE[sign]).format(d=_distance_text(d, rng))
         if d <= 5 and rng.random() < 0.15:
-            return _Step(self._pick(SLOW).format(step=text), [self._seg(sign * SLOW_SPEED, t=d / SLOW_SPEED)], False,
-                         ("vx",))
+            return _Step(self._pick(SLOW).format(step=text), self._halves(sign * SLOW_SPEED, 0.0, d), False, ("vx",))
         return _Step(text, [self._seg(sign * SPEED, t=d / SPEED)], False)
 
     def _move_timed(self) -> _Step:
@@ -224,8 +243,8 @@ class CorpusGenerator:
             angle, rad = _angle_text(_sample_degrees(rng), rng)
             text = self._pick(TURN).format(a=angle, **words)
         if rng.random() < 0.1:
-            return _Step(self._pick(SLOW).format(step=text), [self._seg(wz=sign * SLOW_TURN_RATE,
-                                                                        t=rad / SLOW_TURN_RATE)], False, ("wz",))
+            return _Step(self._pick(SLOW).format(step=text), self._halves(0.0, sign * SLOW_TURN_RATE, rad), False,
+                         ("wz",))
         return _Step(text, [self._seg(wz=sign * TURN_RATE, t=rad / TURN_RATE)], False)
 
     def _turn_timed(self) -> _Step:
@@ -258,7 +277,9 @@ class CorpusGenerator:
         else:
             vx = 0.0
             text = self._pick(RATE_TIMED).format(wz=_num(wz), t=_duration_text(t, rng))
-        return _Step(text, [self._seg(vx, wz, t)], True, ("vx", "wz"))
+        # written as asked, not clamped: the model reads numbers as slots and cannot see that 5 m/s is too fast;
+        # the guard clamps the plan (safety.clamp_plan) and the intent is what the clamped plan does
+        return _Step(text, [Segment(vx, 0.0, wz, t)], True, ("vx", "wz"))
 
     def _wait(self) -> _Step:
         t = self.rng.choice(DURATIONS_S)
@@ -266,7 +287,30 @@ class CorpusGenerator:
 
     def _step(self) -> _Step:
         weights = [w for w, _ in self._steps]
-        return self.rng.choices([f for _, f in self._steps], weights)[0]()
+        step = self.rng.choices([f for _, f in self._steps], weights)[0]()
+        words = step.text.split(" ")
+        timed_wait = all(s.vx == 0 and s.wz == 0 for s in step.segments)
+        if (self.rng.random() < UNKNOWN_VERB_P and words[0] in PLAIN_VERBS
+                and (timed_wait or DIRECTION_WORDS.intersection(words[1:]))):
+            step.text = " ".join([self._unknown_word(), *words[1:]])
+        return step
+
+    def _unknown_word(self) -> str:
+        """A made-up word: 2-3 consonant-vowel syllables, never one the corpus itself uses."""
+        rng = self.rng
+        while True:
+            word = "".join(rng.choice(_SYLLABLE_CONSONANTS) + rng.choice(_SYLLABLE_VOWELS)
+                           for _ in range(rng.randint(2, 3)))
+            if word not in _corpus_words():
+                return word
+
+    def _with_unknown_filler(self, text: str) -> str:
+        """`text` with a made-up word at a random place that does not split a number or a unit ("rad per s")."""
+        words = text.split(" ")
+        places = [i for i in range(len(words) + 1) if (i == 0 or words[i - 1].isalpha()
+                  and words[i - 1] not in _NUMBER_WORD_SET | {"per"}) and (i == len(words) or words[i] != "per")]
+        at = self.rng.choice(places)
+        return " ".join([*words[:at], self._unknown_word(), *words[at:]])
 
     # ------------------------------------------------------------------ whole instructions
     def example(self) -> Example:
@@ -275,14 +319,19 @@ class CorpusGenerator:
         if r < 0.07:
             text, plan, expect = self._pick(STOP_PHRASES), STOP, stop_expect()
         else:
-            steps = [self._step() for _ in range(rng.choices([1, 2, 3], [0.55, 0.3, 0.15])[0])]
+            steps = [self._step() for _ in range(rng.choices([1, 2, 3, 4], [0.5, 0.28, 0.14, 0.08])[0])]
             plan = tuple(s for step in steps for s in step.segments)
-            if sum(s.duration_s for s in plan) > self.limits.max_duration_s:
-                steps, plan = steps[:1], tuple(steps[0].segments)
             text = self._join([s.text for s in steps])
+            # a plan the robot would cut, or a text the screen would cut (room left for fillers): its first step
+            if (sum(s.duration_s for s in plan) > self.limits.max_duration_s or len(plan) > MAX_SEGMENTS
+                    or len(text) > MAX_INSTRUCTION_CHARS - 40):
+                steps, plan, text = steps[:1], tuple(steps[0].segments), steps[0].text
             if len(steps) == 1 and rng.random() < 0.15:
                 text = self._pick(NEGATE).format(x=rng.choice(DISTRACTORS), y=text)
-            expect = intent_expect(plan, all(s.timed for s in steps), steps[0].fields if len(steps) == 1 else ())
+            expect = intent_expect(clamp_plan(plan, self.limits)[0], all(s.timed for s in steps),
+                                   steps[0].fields if len(steps) == 1 else ())
+        if plan != STOP and rng.random() < UNKNOWN_FILLER_P:
+            text = self._with_unknown_filler(text)
         if rng.random() < 0.25:
             text = self._pick(PREFIX) + text
         if rng.random() < 0.2:
@@ -306,6 +355,14 @@ class CorpusGenerator:
 
     def examples(self, n: int) -> list[Example]:
         return [self.example() for _ in range(n)]
+
+
+@functools.cache
+def _corpus_words() -> frozenset[str]:
+    tables = [v for v in globals().values() if isinstance(v, dict) and set(v) >= {"sft", "rl"}]
+    tables += [t for v in (MOVE, MOVE_TIMED) for t in v.values()]
+    text = " ".join(p for t in tables for p in t["all"]) + " " + " ".join(NUMBER_WORDS.values())
+    return frozenset(re.findall(r"[a-z]+", text))
 
 
 def rng_sign(rng: random.Random, p_positive: float) -> int:

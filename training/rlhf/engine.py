@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 
 from training.rlhf.generation import MAX_NEW_TOKENS, Completion
-from training.rlhf.plan import PLAN_REGEX
+from training.rlhf.plan import plan_regex
+from training.rlhf.slots import slot_count, uses_number_slots
 
 
 def _cuda() -> bool:
@@ -43,6 +44,7 @@ class VLLMEngine:
         # steps (it rewinds the request's generator with set_offset, which CPU generators lack)
         cpu_args = {} if cuda else {"enable_chunked_prefill": False}
         set_num_threads = torch.set_num_threads
+        self.number_slots = uses_number_slots(json.loads((Path(model_dir) / "config.json").read_text()))
         self.llm = LLM(model=str(model_dir), seed=seed, max_model_len=max_model_len,
                        dtype="auto" if cuda else "float32", enforce_eager=not cuda,
                        gpu_memory_utilization=gpu_memory_utilization or (0.5 if cuda else 0.3), **cpu_args)
@@ -54,10 +56,13 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
-        params = SamplingParams(n=n, temperature=temperature, max_tokens=max_new_tokens, seed=seed,
-                                ignore_eos=ignore_eos, skip_special_tokens=True,
-                                structured_outputs=StructuredOutputsParams(regex=PLAN_REGEX) if constrained else None)
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        def params(prompt: str) -> SamplingParams:
+            regex = plan_regex(slot_count(prompt) if self.number_slots else 0)
+            return SamplingParams(n=n, temperature=temperature, max_tokens=max_new_tokens, seed=seed,
+                                  ignore_eos=ignore_eos, skip_special_tokens=True,
+                                  structured_outputs=StructuredOutputsParams(regex=regex) if constrained else None)
+
+        outputs = self.llm.generate(prompts, [params(p) for p in prompts], use_tqdm=False)
         return [[Completion(c.text, list(c.token_ids)) for c in o.outputs] for o in outputs]
 
     def load_weights(self, weights_dir: str | Path) -> None:
@@ -107,6 +112,7 @@ class RayVLLMEngines:
 
         if not ray.is_initialized():
             ray.init()
+        self.number_slots = uses_number_slots(json.loads((Path(model_dir) / "config.json").read_text()))
         actor = ray.remote(num_gpus=num_gpus)(VLLMEngine)
         self.engines = [actor.remote(str(model_dir), seed=seed + i) for i in range(num_engines)]
 

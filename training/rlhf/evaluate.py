@@ -102,9 +102,9 @@ def operator_win_rate(results: Sequence[ItemResult], base: Sequence[ItemResult],
 
 def reward_model_win_rate(results: Sequence[ItemResult], base: Sequence[ItemResult], reward_dir: str | Path) -> float:
     """Win rate of `results` over `base` (same items) by the reward model: the higher r(prompt, plan) wins."""
-    from training.rlhf.prompt import build_prompt
     from training.rlhf.reward_model import RewardScorer
 
     scorer = RewardScorer.load(reward_dir)
-    prompts = [build_prompt(r.planned.screened, r.item.state) for r in results]
-    return win_rate(scorer.score(prompts, scored_outputs(results)), scorer.score(prompts, scored_outputs(base)))
+    instructions, states = [r.planned.screened for r in results], [r.item.state for r in results]
+    return win_rate(scorer.score_plans(instructions, states, scored_outputs(results)),
+                    scorer.score_plans(instructions, states, scored_outputs(base)))

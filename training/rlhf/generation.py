@@ -9,7 +9,8 @@ from typing import Protocol
 
 import torch
 
-from training.rlhf.grammar import TokenGrammar
+from training.rlhf.grammar import PlanConstraint, PlanDFA, TokenGrammar
+from training.rlhf.slots import slot_count, uses_number_slots
 
 MAX_NEW_TOKENS = 192  # a 4-segment plan is ~100 tokens with the project's tokenizer
 
@@ -31,7 +32,14 @@ class HFGenerator:
 
     def __init__(self, model, tokenizer, batch_size: int = 256):
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
-        self._grammar: TokenGrammar | None = None  # built on first constrained call
+        self.number_slots = uses_number_slots(model.config)
+        self._grammars: dict[int, TokenGrammar] = {}  # per number of slots in a prompt, built when first needed
+
+    def _grammar(self, prompt: str) -> TokenGrammar:
+        slots = slot_count(prompt) if self.number_slots else 0
+        if slots not in self._grammars:
+            self._grammars[slots] = TokenGrammar(self.tokenizer, PlanDFA(slots=slots))
+        return self._grammars[slots]
 
     @torch.no_grad()
     def generate(self, prompts: list[str], n: int = 1, temperature: float = 0.0,
@@ -43,12 +51,13 @@ class HFGenerator:
         was_training = self.model.training
         self.model.eval()
         for start in range(0, len(prompts), self.batch_size):
-            batch = tok(prompts[start:start + self.batch_size], return_tensors="pt", padding=True)
+            chunk = prompts[start:start + self.batch_size]
+            batch = tok(chunk, return_tensors="pt", padding=True)
             kwargs = {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else \
                 {"do_sample": False}
             if constrained:  # one processor per call: it tracks the DFA state of each row of this batch
-                self._grammar = self._grammar or TokenGrammar(tok)
-                kwargs["logits_processor"] = [self._grammar.processor(max_new_tokens)]
+                grammars = [self._grammar(p) for p in chunk for _ in range(n)]  # generate repeats each prompt n times
+                kwargs["logits_processor"] = [PlanConstraint(grammars, max_new_tokens)]
             if ignore_eos:
                 kwargs["min_new_tokens"] = max_new_tokens
             seqs = self.model.generate(**batch, max_new_tokens=max_new_tokens, num_return_sequences=n,

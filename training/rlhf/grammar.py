@@ -9,6 +9,8 @@ computed once by walking every token's text, so it works for any tokenizer whose
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from transformers import LogitsProcessor
 
@@ -19,9 +21,11 @@ FIELD_LITERALS = ('{"vx":', ',"vy":', ',"wz":', ',"duration_s":')
 
 
 class PlanDFA:
-    """States are ints; `trans[s][ch]` is the next state. START before '[', FINAL after ']'."""
+    """States are ints; `trans[s][ch]` is the next state. START before '[', FINAL after ']'. With `slots` > 0 a
+    value may also be a number slot #1..#slots (slots.py)."""
 
-    def __init__(self, max_segments: int = MAX_SEGMENTS):
+    def __init__(self, max_segments: int = MAX_SEGMENTS, slots: int = 0):
+        self.slots = slots
         self.trans: list[dict[str, int]] = []
         self.START = self._new()
         self.FINAL = self._new()
@@ -45,16 +49,22 @@ class PlanDFA:
         return s
 
     def _number(self, s: int, signed: bool, follow: str) -> int:
-        """-?(0|[1-9]d{0,2})(.d{1,2})? and then the `follow` character; returns the state after it."""
+        """-?(0|[1-9]d{0,2})(.d{1,2})? (or -?#k) and then the `follow` character; returns the state after it."""
         first = self._new()
         if signed:
             self.trans[s]["-"] = first
         zero, ints = self._new(), [self._new() for _ in range(3)]
         dot, f1, f2, after = self._new(), self._new(), self._new(), self._new()
+        hash_, slot = self._new(), self._new()
         for start in (s, first):
             self.trans[start]["0"] = zero
             for d in DIGITS[1:]:
                 self.trans[start][d] = ints[0]
+            if self.slots:
+                self.trans[start]["#"] = hash_
+        for d in DIGITS[1:self.slots + 1]:
+            self.trans[hash_][d] = slot
+        self.trans[slot][follow] = after
         for d in DIGITS:
             self.trans[ints[0]][d] = ints[1]
             self.trans[ints[1]][d] = ints[2]
@@ -136,32 +146,33 @@ class TokenGrammar:
             self.rows[state] = len(self.next) - 1
         return self.rows[state]
 
-    def processor(self, max_new_tokens: int) -> PlanConstraint:
-        return PlanConstraint(self, max_new_tokens)
 
 
 class PlanConstraint(LogitsProcessor):
-    """The logits processor of one generate call: it follows each row's DFA state token by token, and allows only
-    tokens after which the plan can still be finished within the call's token budget, so a plan always ends."""
+    """The logits processor of one generate call: it follows each row's DFA state token by token (each row has its
+    prompt's grammar: the number slots differ), and allows only tokens after which the plan can still be finished
+    within the call's token budget, so a plan always ends."""
 
-    def __init__(self, grammar: TokenGrammar, max_new_tokens: int):
-        self.g, self.budget = grammar, max_new_tokens
-        self.states: list[int | None] | None = None
-        self.generated = 0
+    def __init__(self, grammars: Sequence[TokenGrammar], max_new_tokens: int):
+        self.grammars, self.budget = list(grammars), max_new_tokens
+        self.states: list[int | None] = [g.dfa.START for g in self.grammars]
+        self.generated = -1  # the first call sees the prompts only
+        self.groups: dict[int, list[int]] = {}  # rows per grammar, so each grammar's mask is one indexing op
+        for i, g in enumerate(self.grammars):
+            self.groups.setdefault(id(g), []).append(i)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        g = self.g
-        if self.states is None:
-            self.states = [g.dfa.START] * input_ids.shape[0]
-        else:
-            self.generated += 1
+        self.generated += 1
+        if self.generated:
             last = input_ids[:, -1].tolist()
             self.states = [None if s is None else g.next[g.rows[s]].get(t)
-                           for s, t in zip(self.states, last, strict=True)]
-        rows = [g.row(s) if s is not None else -1 for s in self.states]
+                           for g, s, t in zip(self.grammars, self.states, last, strict=True)]
         allowed = torch.ones_like(scores, dtype=torch.bool)  # finished rows (state None): anything, HF pads them
-        live = [i for i, r in enumerate(rows) if r >= 0]
-        if live:
-            left = self.budget - self.generated - 1  # tokens that may follow this one
-            allowed[live] = g.needs[[rows[i] for i in live]] <= left
+        left = self.budget - self.generated - 1  # tokens that may follow this one
+        for rows in self.groups.values():
+            g = self.grammars[rows[0]]
+            live = [i for i in rows if self.states[i] is not None]
+            if live:
+                rows_of_states = [g.row(self.states[i]) for i in live]  # may add rows to g.needs: index after
+                allowed[live] = g.needs[rows_of_states] <= left
         return scores.masked_fill(~allowed, float("-inf"))

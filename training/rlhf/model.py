@@ -1,8 +1,10 @@
 """The project's own instruction model: a byte-level BPE tokenizer trained on the corpus with `tokenizers`, and a
 small Llama-style causal LM initialised from scratch (no hub download is possible here, and none is needed).
 
-Digits are split one per token so numbers are copied digit by digit. head_dim is 64 because vLLM's CPU attention
-rejects 16. Any other local Hugging Face causal-LM directory can replace this model in every stage.
+The model reads and writes numbers as slots (#1 is the instruction's first number; slots.py), one token each;
+the digits left (default speeds, 1.57 for an unspecified turn) are split one per token. head_dim is 64 because
+vLLM's CPU attention rejects 16. Any other local Hugging Face causal-LM directory can replace this model in every
+stage (it reads and writes plain numbers).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from training.rlhf.slots import SLOT_TOKENS
 
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 # the plan grammar's fixed pieces as single tokens: a segment is then 4 of these and 16 digit/point/sign tokens
@@ -27,7 +31,8 @@ class ModelConfig:
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int):
-    """A PreTrainedTokenizerFast (byte-level BPE, digits split, grammar pieces whole, BOS added to every text)."""
+    """A PreTrainedTokenizerFast (byte-level BPE, digits split, grammar pieces and number slots whole, BOS added to
+    every text)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -39,7 +44,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int):
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[PAD, BOS, EOS],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(texts, trainer)
-    tok.add_tokens([AddedToken(t, normalized=False) for t in GRAMMAR_TOKENS])
+    tok.add_tokens([AddedToken(t, normalized=False) for t in (*GRAMMAR_TOKENS, *SLOT_TOKENS)])
     tok.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, tok.token_to_id(BOS))])
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD,
                                    padding_side="left", model_max_length=512)
@@ -58,6 +63,7 @@ def new_model(tokenizer, config: ModelConfig, seed: int = 0):
         num_key_value_heads=config.num_heads, head_dim=config.hidden_size // config.num_heads,
         max_position_embeddings=config.max_positions, tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        number_slots=True,  # reads an instruction's numbers as #1, #2, ... and writes plans with them (slots.py)
     )
     torch.manual_seed(seed)
     return LlamaForCausalLM(cfg)

@@ -33,7 +33,7 @@ _SMALL_MODEL = {"vocab_size": 384, "num_layers": 2, "intermediate_size": 256}
 # overrides of config/rlhf/<stage>.yaml per budget; (stage share of the budget's time, for progress)
 BUDGETS: dict[str, dict[str, dict]] = {
     "minimal": {
-        "sft": {"examples": 6000, "steps": 240, "warmup_steps": 20, "eval_examples": 16, "eval_every": 0,
+        "sft": {"examples": 6000, "steps": 400, "warmup_steps": 20, "eval_examples": 16, "eval_every": 0,
                 "model": _SMALL_MODEL},
         "prefs": {"pairs": 360},
         "reward": {"epochs": 3},

@@ -18,12 +18,20 @@ from dataclasses import dataclass
 
 FIELDS = ("vx", "vy", "wz", "duration_s")
 METRICS = ("vx", "vy", "wz", "duration_s", "distance_m", "angle_rad")
-MAX_SEGMENTS = 6  # longest plan the grammar allows; the corpus uses up to 4
+MAX_SEGMENTS = 6  # longest plan the grammar allows; the corpus uses up to 6 (4 steps, a slow one in two halves)
 _UNUM = r"(0|[1-9]\d{0,2})(\.\d{1,2})?"  # JSON: no leading zeros
-_NUM = "-?" + _UNUM
-_SEGMENT = rf'\{{"vx":{_NUM},"vy":{_NUM},"wz":{_NUM},"duration_s":{_UNUM}\}}'
-# the grammar as a regular expression (vLLM's structured outputs take it as it is)
-PLAN_REGEX = rf"\[{_SEGMENT}(,{_SEGMENT}){{0,{MAX_SEGMENTS - 1}}}\]"
+
+
+def plan_regex(slots: int = 0) -> str:
+    """The grammar as a regular expression (vLLM's structured outputs take it as it is); with `slots` > 0 a value
+    may also be a number slot #1..#slots (slots.py), a velocity also -#k."""
+    unum = f"({_UNUM}|#[1-{slots}])" if slots else _UNUM
+    num = "-?" + unum
+    segment = rf'\{{"vx":{num},"vy":{num},"wz":{num},"duration_s":{unum}\}}'
+    return rf"\[{segment}(,{segment}){{0,{MAX_SEGMENTS - 1}}}\]"
+
+
+PLAN_REGEX = plan_regex()
 
 
 class PlanError(ValueError):

@@ -1,5 +1,5 @@
 """Instruction in, executable plan out: the one pipeline the instruction node, evaluation, preference collection
-and RL all use (screen -> stop fast path -> prompt -> generate -> parse -> clamp)."""
+and RL all use (screen -> stop fast path -> prompt -> generate -> fill number slots -> parse -> clamp)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from dataclasses import dataclass, field
 
 from training.rlhf.generation import MAX_NEW_TOKENS, Generator
 from training.rlhf.plan import STOP, Plan, PlanError, parse_plan
-from training.rlhf.prompt import build_prompt
+from training.rlhf.prompt import model_input
 from training.rlhf.safety import PlanLimits, clamp_plan, is_stop, screen_instruction
+from training.rlhf.slots import fill_slots
 
 
 @dataclass
 class Planned:
     instruction: str  # as received
     screened: str  # what the model read
-    output: str  # the model's text ("" when the model was not asked)
+    output: str  # the model's text with its number slots filled in ("" when the model was not asked)
     valid: bool  # the output parsed as a plan (a fast-path stop counts as valid)
     plan: Plan  # what the robot executes: clamped, or STOP
     warnings: list[str] = field(default_factory=list)
@@ -37,20 +38,24 @@ class InstructionPlanner:
         states = list(states) if states is not None else [None] * len(instructions)
         screened = [screen_instruction(text, self.limits) for text in instructions]
         ask = [i for i, (clean, _) in enumerate(screened) if clean and not is_stop(clean)]
-        outputs = self.generator.generate([build_prompt(screened[i][0], states[i]) for i in ask], n=n,
-                                          temperature=temperature, max_new_tokens=self.max_new_tokens,
-                                          constrained=self.constrained, seed=seed) if ask else []
+        slots = getattr(self.generator, "number_slots", False)
+        inputs = {i: model_input(screened[i][0], states[i], slots) for i in ask}
+        outputs = self.generator.generate([inputs[i].prompt for i in ask], n=n, temperature=temperature,
+                                          max_new_tokens=self.max_new_tokens, constrained=self.constrained,
+                                          seed=seed) if ask else []
         by_index = dict(zip(ask, outputs, strict=True))
         results = []
         for i, (text, (clean, warnings)) in enumerate(zip(instructions, screened, strict=True)):
             if i not in by_index:
                 results.append([Planned(str(text), clean, "", True, STOP, list(warnings))] * n)
                 continue
-            results.append([self._finish(str(text), clean, c.text, warnings) for c in by_index[i]])
+            results.append([self._finish(str(text), clean, c.text, inputs[i].numbers, warnings)
+                            for c in by_index[i]])
         return results
 
-    def _finish(self, text: str, clean: str, output: str, warnings: list[str]) -> Planned:
+    def _finish(self, text: str, clean: str, output: str, numbers: list[float], warnings: list[str]) -> Planned:
         try:
+            output = fill_slots(output, numbers)
             plan, clamp_warnings = clamp_plan(parse_plan(output), self.limits)
             return Planned(text, clean, output, True, plan, warnings + clamp_warnings)
         except PlanError as e:

@@ -7,8 +7,9 @@ rejected) with the Bradley-Terry loss -log sigmoid(r(chosen) - r(rejected)), TRL
 Why not a scalar head on the last token: with a few hundred preferences a fresh head on a small model ranked
 held-out pairs at 53-66%, the log-ratio at 64-76% (docs/rlhf.md): it moves the very token probabilities that
 differ between two plans (a digit of a duration, a sign). The reward model reads each plan with its totals
-(distance, angle, time in the units of the cleaned instruction), so matching "go forward 2 m" means copying a
-number, not multiplying. A random held-out share of the pairs measures ranking accuracy.
+(distance, angle, time in the units of the cleaned instruction), so matching "go forward 2 m" means comparing
+what both texts say, not multiplying; for a model with number slots, prompt, plan and totals are written with
+slots, as the policy reads and writes them. A random held-out share of the pairs measures ranking accuracy.
 
 The output directory holds pi_r (a plain Hugging Face model directory), `reference/` (pi_sft, so the reward model
 is self-contained) and rlhf_reward.json. `RewardScorer` scores plans for RL and evaluation.
@@ -31,8 +32,9 @@ from training.rlhf.config import RewardConfig
 from training.rlhf.model import load_model
 from training.rlhf.plan import PlanError, parse_plan, plan_metrics
 from training.rlhf.prefs_store import Preference, PreferenceStore
-from training.rlhf.prompt import build_prompt
+from training.rlhf.prompt import ModelInput, model_input
 from training.rlhf.safety import clean_instruction
+from training.rlhf.slots import fill_slots, slot_spans, to_slots, uses_number_slots
 from training.rlhf.tokens import completion_logprobs, encode_completion
 
 REFERENCE = "reference"
@@ -45,6 +47,7 @@ class RewardScorer:
     def __init__(self, model, reference, tokenizer, beta: float, batch_size: int = 64):
         self.model, self.reference, self.tokenizer = model, reference, tokenizer
         self.beta, self.batch_size = beta, batch_size
+        self.number_slots = uses_number_slots(model.config)
 
     @classmethod
     def load(cls, model_dir: str | Path) -> RewardScorer:
@@ -56,9 +59,19 @@ class RewardScorer:
         beta = float(json.loads((path / INFO).read_text())["config"]["beta"])
         return cls(model.requires_grad_(False), reference.requires_grad_(False), tokenizer, beta)
 
-    def encode(self, prompts: Sequence[str], completions: Sequence[str]) -> tuple[list, list]:
+    def encode(self, inputs: Sequence[ModelInput], completions: Sequence[str]) -> tuple[list, list]:
+        """Token ids of prompts and of completions written as the model writes them (with number slots if it
+        uses them), each completion followed by its totals."""
         tok = self.tokenizer
-        return [tok(p)["input_ids"] for p in prompts], [encode_completion(tok, with_totals(c)) for c in completions]
+        return ([tok(i.prompt)["input_ids"] for i in inputs],
+                [encode_completion(tok, with_totals(c, i)) for i, c in zip(inputs, completions, strict=True)])
+
+    def encode_plans(self, instructions: Sequence[str], states: Sequence[str | None],
+                     plans: Sequence[str]) -> tuple[list, list]:
+        """`encode` for plans written with plain numbers (stored preferences, planner outputs) answering screened
+        instructions."""
+        inputs = [model_input(i, s, self.number_slots) for i, s in zip(instructions, states, strict=True)]
+        return self.encode(inputs, [to_slots(p, i.numbers, i.kinds) for i, p in zip(inputs, plans, strict=True)])
 
     def log_ratio(self, prompt_ids: Sequence[list[int]], completion_ids: Sequence[list[int]],
                   reference_logp: torch.Tensor | None = None) -> torch.Tensor:
@@ -76,35 +89,45 @@ class RewardScorer:
         return (logp * mask).sum(1)
 
     @torch.no_grad()
-    def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
+    def score(self, inputs: Sequence[ModelInput], completions: Sequence[str]) -> list[float]:
+        """Rewards of completions written as the model writes them (RL's samples)."""
+        return self._score(self.encode(inputs, completions))
+
+    @torch.no_grad()
+    def score_plans(self, instructions: Sequence[str], states: Sequence[str | None], plans: Sequence[str]) -> list:
+        """Rewards of plans written with plain numbers, answering screened instructions."""
+        return self._score(self.encode_plans(instructions, states, plans))
+
+    def _score(self, encoded: tuple[list, list]) -> list[float]:
+        prompt_ids, completion_ids = encoded
         out: list[float] = []
-        for i in range(0, len(prompts), self.batch_size):
-            out += self.log_ratio(*self.encode(prompts[i:i + self.batch_size],
-                                             completions[i:i + self.batch_size])).tolist()
+        for i in range(0, len(prompt_ids), self.batch_size):
+            out += self.log_ratio(prompt_ids[i:i + self.batch_size], completion_ids[i:i + self.batch_size]).tolist()
         return out
 
 
-def with_totals(completion: str) -> str:
+def with_totals(completion: str, model_in: ModelInput) -> str:
     """The plan followed by what it adds up to, in the canonical units the instruction is written in after
-    cleaning (m, rad, s): the reward model then compares numbers it can read off both texts."""
+    cleaning (m, rad, s), a total equal to one of the instruction's numbers written as its slot: the reward model
+    then compares what it can read off both texts."""
     try:
-        m = plan_metrics(parse_plan(completion))
+        m = plan_metrics(parse_plan(fill_slots(completion, model_in.numbers)))
     except PlanError:
         return completion
-    return (f"{completion}\ntotals: distance {m['distance_m']:.2f} m, angle {m['angle_rad']:.2f} rad, "
-            f"time {m['duration_s']:.2f} s")
+    totals = (f"totals: distance {m['distance_m']:.2f} m, angle {m['angle_rad']:.2f} rad, "
+              f"time {m['duration_s']:.2f} s")
+    return f"{completion}\n{slot_spans(totals, model_in.numbers, model_in.kinds)}"
 
 
-def preference_prompt(p: Preference) -> str:
-    """The prompt a preference's plans answered, as the planner built it."""
-    return build_prompt(clean_instruction(p.instruction)[0], p.state)
+def _clean(p: Preference) -> str:
+    return clean_instruction(p.instruction)[0]
 
 
 def ranking_accuracy(scorer: RewardScorer, prefs: Sequence[Preference]) -> float:
     """Share of pairs whose chosen plan gets the higher reward (a tie counts as a miss)."""
-    prompts = [preference_prompt(p) for p in prefs]
-    chosen = scorer.score(prompts, [p.chosen for p in prefs])
-    rejected = scorer.score(prompts, [p.rejected for p in prefs])
+    instructions, states = [_clean(p) for p in prefs], [p.state for p in prefs]
+    chosen = scorer.score_plans(instructions, states, [p.chosen for p in prefs])
+    rejected = scorer.score_plans(instructions, states, [p.rejected for p in prefs])
     return sum(c > r for c, r in zip(chosen, rejected, strict=True)) / max(1, len(prefs))
 
 
@@ -136,7 +159,7 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, float], None] | N
     scorer = RewardScorer(model, reference.requires_grad_(False), tokenizer, config.beta)
     before = ranking_accuracy(scorer, test)
     # each pair's reference log-probabilities, once
-    rows = [scorer.encode([preference_prompt(p)] * 2, [p.chosen, p.rejected]) for p in train]
+    rows = [scorer.encode_plans([_clean(p)] * 2, [p.state] * 2, [p.chosen, p.rejected]) for p in train]
     ref = [scorer.reference_logp(*r) for r in rows]
     optim = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     rng = random.Random(config.seed)

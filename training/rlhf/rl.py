@@ -29,9 +29,10 @@ from training.rlhf.generation import MAX_NEW_TOKENS, HFGenerator
 from training.rlhf.model import load_model
 from training.rlhf.operator import score_execution
 from training.rlhf.plan import STOP, PlanError, parse_plan
-from training.rlhf.prompt import build_prompt
+from training.rlhf.prompt import model_input
 from training.rlhf.reward_model import RewardScorer
 from training.rlhf.safety import clamp_plan, limits_for, screen_instruction
+from training.rlhf.slots import fill_slots, uses_number_slots
 from training.rlhf.tokens import completion_logprobs
 
 MICRO_BATCH = 64  # sequences per forward/backward (gradients accumulate over the batch)
@@ -43,6 +44,7 @@ class RLTrainer:
         this process's shared vLLM engine, vLLM Ray actors, or transformers on the policy itself."""
         self.config = config
         self.policy, self.tokenizer = load_model(config.model)
+        self.number_slots = uses_number_slots(self.policy.config)
         self.reference, _ = load_model(config.model)
         self.reference.requires_grad_(False)
         self.scorer = RewardScorer.load(config.reward_model)
@@ -75,7 +77,9 @@ class RLTrainer:
         times = {}
         t0 = time.perf_counter()
         examples = self.corpus.examples(c.prompts_per_iteration)
-        prompts = [build_prompt(screen_instruction(e.instruction, self.limits)[0], e.state) for e in examples]
+        inputs = [model_input(screen_instruction(e.instruction, self.limits)[0], e.state, self.number_slots)
+                  for e in examples]
+        prompts = [i.prompt for i in inputs]
         samples = self.engine.generate(prompts, n=c.samples_per_prompt, temperature=c.temperature,
                                        max_new_tokens=MAX_NEW_TOKENS, constrained=False, seed=c.seed + iteration)
         times["generation"] = time.perf_counter() - t0
@@ -83,9 +87,9 @@ class RLTrainer:
         t0 = time.perf_counter()
         flat = [(i, s) for i, group in enumerate(samples) for s in group]
         valid, plans = [], []
-        for _, s in flat:
+        for i, s in flat:
             try:
-                plans.append(clamp_plan(parse_plan(s.text), self.limits)[0])
+                plans.append(clamp_plan(parse_plan(fill_slots(s.text, inputs[i].numbers)), self.limits)[0])
                 valid.append(1.0)
             except PlanError:
                 plans.append(STOP)
@@ -93,7 +97,7 @@ class RLTrainer:
         runs = self.executor.execute(plans)
         sim = torch.tensor([score_execution(r, examples[i].expect) * v
                             for (i, _), r, v in zip(flat, runs, valid, strict=True)])
-        rm = torch.tensor(self.scorer.score([prompts[i] for i, _ in flat], [s.text for _, s in flat]))
+        rm = torch.tensor(self.scorer.score([inputs[i] for i, _ in flat], [s.text for _, s in flat]))
         valid_t = torch.tensor(valid)
         times["reward"] = time.perf_counter() - t0
 

@@ -21,8 +21,9 @@ from training.rlhf.config import SFTConfig
 from training.rlhf.corpus import CorpusGenerator
 from training.rlhf.model import new_model, train_tokenizer
 from training.rlhf.plan import format_plan
-from training.rlhf.prompt import build_prompt
+from training.rlhf.prompt import model_input
 from training.rlhf.safety import clean_instruction, limits_for
+from training.rlhf.slots import to_slots
 from training.rlhf.tokens import encode_completion, pad_right
 
 
@@ -36,8 +37,10 @@ def train_sft(config: SFTConfig, on_step: Callable[[int, float], None] | None = 
     start = time.perf_counter()
     limits = limits_for(config.robot)
     examples = CorpusGenerator("sft", limits, seed=config.seed).examples(config.examples)
-    prompts = [build_prompt(clean_instruction(e.instruction)[0], e.state) for e in examples]  # as the planner will
-    plans = [format_plan(e.plan) for e in examples]
+    inputs = [model_input(clean_instruction(e.instruction)[0], e.state, number_slots=True)  # as the planner will
+              for e in examples]
+    prompts = [i.prompt for i in inputs]
+    plans = [to_slots(format_plan(e.plan), i.numbers, i.kinds) for e, i in zip(examples, inputs, strict=True)]
     tokenizer = train_tokenizer((t for pair in zip(prompts, plans, strict=True) for t in pair), config.model.vocab_size)
     model = new_model(tokenizer, config.model, seed=config.seed)
 
