@@ -150,13 +150,13 @@ def test_corpus_targets_meet_their_own_intent_and_limits():
 
 def test_number_slots():
     text, numbers, kinds = split_numbers("linear.x 0 angular.z -0.5 for 2 s then go forward 1.5 m, turn 1.57 rad")
-    assert text == "linear.x #1 angular.z #2 for #3 s then go forward #4 m, turn #5 rad"
-    assert numbers == [0, -0.5, 2, 1.5, 1.57] and kinds == ["rate", "rate", "span", "span", "span"]
+    assert text == "linear.x #1 angular.z -#2 for #3 s then go forward #4 m, turn #5 rad"
+    assert numbers == [0, 0.5, 2, 1.5, 1.57] and kinds == ["rate", "rate", "span", "span", "span"]
     plan = ('[{"vx":0,"vy":0,"wz":-0.5,"duration_s":2},{"vx":1,"vy":0,"wz":0,"duration_s":1.5},'
             '{"vx":0,"vy":0,"wz":-1,"duration_s":1.57}]')
     # a default speed stays a number, the idle axes stay 0, a rate's zero is its slot only where it was asked for
     slotted = to_slots(plan, numbers, kinds)
-    assert slotted == ('[{"vx":#1,"vy":0,"wz":#2,"duration_s":#3},{"vx":1,"vy":0,"wz":0,"duration_s":#4},'
+    assert slotted == ('[{"vx":#1,"vy":0,"wz":-#2,"duration_s":#3},{"vx":1,"vy":0,"wz":0,"duration_s":#4},'
                        '{"vx":0,"vy":0,"wz":-1,"duration_s":#5}]')
     assert parse_plan(fill_slots(slotted, numbers)) == parse_plan(plan)
     assert to_slots('[{"vx":0,"vy":0,"wz":1,"duration_s":0.5}]', [0.5], ["rate"]) == \

@@ -3,12 +3,12 @@ is the k-th number, so a number is copied as one token, exactly, whatever its di
 semantic parsers built on small models do). The planner puts the numbers back before the plan is parsed.
 
     split_numbers("go forward 1.5 m then rotate at -0.5 rad/s for 2 s")
-    -> ("go forward #1 m then rotate at #2 rad/s for #3 s", [1.5, -0.5, 2.0], ["span", "rate", "span"])
+    -> ("go forward #1 m then rotate at -#2 rad/s for #3 s", [1.5, 0.5, 2.0], ["span", "rate", "span"])
 
 Which plan value becomes which slot is decided by what each number measures, read off its unit: a distance,
 angle or time ("m", "rad", "s") can only be a segment's duration (plans run at fixed speeds, so 1.5 m is 1.5 s);
 a speed or rate ("m/s", "rad/s", or no unit, as in "linear.x 0.4") only a velocity. A value equal to a number of
-the right kind (or to its negative: "clockwise" flips the sign) is written as that number's slot, preferring
+the right kind, or to its negative ("clockwise", "-#2"), is written as that number's slot, preferring
 one not used yet; other values stay literal (the default speeds, 1.57 for "turn left"). The model sees the units,
 so the rule is one it can learn; it never sees the magnitudes, which it does not need: clamping to the robot's
 limits happens after the plan is filled in (safety.clamp_plan).
@@ -26,7 +26,7 @@ from training.rlhf.plan import FIELDS, PlanError
 
 MAX_SLOTS = 9  # slots #1..#9 are single tokens; numbers beyond the ninth stay as digits
 SLOT_TOKENS = tuple(f"#{k}" for k in range(1, MAX_SLOTS + 1))
-_NUMBER = re.compile(r"(?<![\w.#])-?\d+(?:\.\d+)?(?![\d.]*\d)")
+_NUMBER = re.compile(r"(?<![\w.#])\d+(?:\.\d+)?(?![\d.]*\d)")  # unsigned: a minus stays in the text
 _RATE_UNIT = re.compile(r"\s*(m/s|mps|rad/s|(meters?|metres?|radians?) per second)")
 _SPAN_UNIT = re.compile(r"\s*(m|meters?|metres?|rad|radians?|s|sec|secs|seconds?)\b")
 _PLAN_VALUE = re.compile(r'"(' + "|".join(FIELDS) + r')":(-?#\d|-?\d+(?:\.\d+)?)')
@@ -77,14 +77,14 @@ def to_slots(plan_text: str, numbers: Sequence[float], kinds: Sequence[str]) -> 
 
 
 def slot_spans(text: str, numbers: Sequence[float], kinds: Sequence[str]) -> str:
-    """Free text (the reward model's totals line) with each number equal to a span number, or its negative,
-    written as that number's slot."""
+    """Free text (the reward model's totals line) with each number equal to a span number written as that
+    number's slot (a minus stays in front)."""
 
     def number(m: re.Match) -> str:
         v = round(float(m.group(0)), 2)
         for k, (n, kind) in enumerate(zip(numbers, kinds, strict=True)):
-            if kind == "span" and v != 0 and abs(v) == round(abs(n), 2):
-                return f"{'-' if v * n < 0 else ''}#{k + 1}"
+            if kind == "span" and v != 0 and v == round(n, 2):
+                return f"#{k + 1}"
         return m.group(0)
 
     return _NUMBER.sub(number, text)
