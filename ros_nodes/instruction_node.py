@@ -20,36 +20,30 @@ from concurrent.futures import ThreadPoolExecutor
 import rclpy
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from std_msgs.msg import String
 
 from edge.errors import ArtifactError, UserError
+from ros_nodes.params import describe
 from training.rlhf.plan import STOP, Plan, plan_to_dicts
 from training.rlhf.planner import InstructionPlanner, Planned
 from training.rlhf.prompt import state_summary
 from training.rlhf.safety import is_stop, limits_for, screen_instruction
 
 
-def _describe(text: str, low: float | None = None, high: float | None = None) -> ParameterDescriptor:
-    d = ParameterDescriptor(description=text)
-    if low is not None:
-        d.floating_point_range = [FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)]
-    return d
-
-
 class InstructionNode(Node):
     def __init__(self, **kwargs):
         super().__init__("instruction_node", **kwargs)
-        self.declare_parameter("model", "", _describe("instruction model directory (Hugging Face format)"))
-        self.declare_parameter("backend", "transformers", _describe("transformers or vllm"))
-        self.declare_parameter("robot", "rover", _describe("robot name or YAML whose command limits clamp plans"))
-        self.declare_parameter("artifact", "", _describe("policy artifact; its manifest's command limits win"))
-        self.declare_parameter("max_duration_s", 30.0, _describe("longest plan executed (s)", 0.1, 600.0))
-        self.declare_parameter("rate_hz", 20.0, _describe("/cmd_vel publish rate while a plan runs", 1.0, 200.0))
-        self.declare_parameter("constrained", True, _describe("grammar-constrained decoding (plans always parse)"))
+        self.declare_parameter("model", "", describe("instruction model directory (Hugging Face format)"))
+        self.declare_parameter("backend", "transformers", describe("transformers or vllm"))
+        self.declare_parameter("robot", "rover", describe("robot name or YAML whose command limits clamp plans"))
+        self.declare_parameter("artifact", "", describe("policy artifact; its manifest's command limits win"))
+        self.declare_parameter("max_duration_s", 30.0, describe("longest plan executed (s)", low=0.1, high=600.0))
+        self.declare_parameter("rate_hz", 20.0,
+                               describe("/cmd_vel publish rate while a plan runs", low=1.0, high=200.0))
+        self.declare_parameter("constrained", True, describe("grammar-constrained decoding (plans always parse)"))
         get = self.get_parameter
         self.limits = limits_for(get("robot").value, get("artifact").value or None,
                                  float(get("max_duration_s").value))

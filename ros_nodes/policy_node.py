@@ -19,7 +19,6 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.executors import ExternalShutdownException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
@@ -32,6 +31,7 @@ from edge.errors import ArtifactError, BackendUnavailable
 from edge.observation import ObservationLayout, projected_gravity_one
 from edge.runtime import BACKENDS, load_policy
 from edge.validation import require_validated
+from ros_nodes.params import describe
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 # beyond these an input is a sensor fault, not a state the robot can be in
@@ -42,40 +42,31 @@ SOURCES = {  # observation term -> the input it comes from
 }
 
 
-def _describe(text: str, *, low: float | None = None, high: float | None = None, integer: bool = False):
-    d = ParameterDescriptor(description=text)
-    if low is not None and integer:
-        d.integer_range = [IntegerRange(from_value=int(low), to_value=int(high), step=1)]
-    elif low is not None:
-        d.floating_point_range = [FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)]
-    return d
-
-
 class PolicyNode(Node):
     def __init__(self, **kwargs):
         super().__init__("policy_node", **kwargs)
-        self.declare_parameter("artifact", "", _describe("policy artifact directory (policy.onnx + manifest.json)"))
-        self.declare_parameter("backend", "auto", _describe(f"inference backend: {', '.join(BACKENDS)}"))
-        self.declare_parameter("rate_hz", 0.0, _describe("control rate override; 0 = the manifest's", low=0, high=2000))
-        self.declare_parameter("stale_periods", 2, _describe("inputs older than this many control periods are stale",
+        self.declare_parameter("artifact", "", describe("policy artifact directory (policy.onnx + manifest.json)"))
+        self.declare_parameter("backend", "auto", describe(f"inference backend: {', '.join(BACKENDS)}"))
+        self.declare_parameter("rate_hz", 0.0, describe("control rate override; 0 = the manifest's", low=0, high=2000))
+        self.declare_parameter("stale_periods", 2, describe("inputs older than this many control periods are stale",
                                                              low=1, high=100, integer=True))
-        self.declare_parameter("cmd_timeout_s", 0.5, _describe("/cmd_vel older than this means stop (zero command)",
+        self.declare_parameter("cmd_timeout_s", 0.5, describe("/cmd_vel older than this means stop (zero command)",
                                                                low=0.01, high=60.0))
-        self.declare_parameter("max_vx", 0.0, _describe("|vx| command limit (m/s); 0 = the manifest's", low=0, high=10))
-        self.declare_parameter("max_vy", 0.0, _describe("|vy| command limit (m/s); 0 = the manifest's", low=0, high=10))
-        self.declare_parameter("max_wz", 0.0, _describe("|wz| command limit (rad/s); 0 = the manifest's",
+        self.declare_parameter("max_vx", 0.0, describe("|vx| command limit (m/s); 0 = the manifest's", low=0, high=10))
+        self.declare_parameter("max_vy", 0.0, describe("|vy| command limit (m/s); 0 = the manifest's", low=0, high=10))
+        self.declare_parameter("max_wz", 0.0, describe("|wz| command limit (rad/s); 0 = the manifest's",
                                                         low=0, high=20))
         self.declare_parameter("output_type", "float64_array",
-                               _describe("float64_array (forward_command_controller) or joint_trajectory"))
+                               describe("float64_array (forward_command_controller) or joint_trajectory"))
         self.declare_parameter("allow_unvalidated", False,
-                               _describe("run an artifact without a passing campaign verdict (development only)"))
+                               describe("run an artifact without a passing campaign verdict (development only)"))
         self.declare_parameter("trigger", "timer",
-                               _describe("timer: tick at the control rate; joint_states: tick once per /joint_states, "
+                               describe("timer: tick at the control rate; joint_states: tick once per /joint_states, "
                                          "when the other inputs of that instant are in (the driver sets the rate; "
                                          "the timer then only watches for silence)"))
-        self.declare_parameter("autostart", True, _describe("configure and activate at start-up"))
+        self.declare_parameter("autostart", True, describe("configure and activate at start-up"))
         self.declare_parameter("executor", "events",
-                               _describe("events: rclpy's EventsExecutor (C++ event queue, a fraction of the "
+                               describe("events: rclpy's EventsExecutor (C++ event queue, a fraction of the "
                                          "per-callback cost); single: SingleThreadedExecutor"))
         self.policy = None
         self._timer = None

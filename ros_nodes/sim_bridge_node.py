@@ -18,7 +18,6 @@ import rclpy
 import yaml
 from builtin_interfaces.msg import Time
 from nav_msgs.msg import Odometry
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
@@ -27,6 +26,7 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
 from edge.observation import rotate_world_to_base
+from ros_nodes.params import describe
 from sim.randomization import RandomizationConfig, fixed_params
 from sim.twin import BatchedTwin
 
@@ -38,14 +38,12 @@ def to_time_msg(nanoseconds: int) -> Time:
 class SimBridge(Node):
     def __init__(self, **kwargs):
         super().__init__("sim_bridge", **kwargs)
-        describe = ParameterDescriptor
-        self.declare_parameter("robot", "rover", describe(description="robot name or YAML path"))
-        self.declare_parameter("field_twin", "", describe(description="YAML of hidden twin parameters; '' = nominal"))
-        self.declare_parameter("lockstep", False, describe(description="own /clock and step when commands arrive"))
+        self.declare_parameter("robot", "rover", describe("robot name or YAML path"))
+        self.declare_parameter("field_twin", "", describe("YAML of hidden twin parameters; '' = nominal"))
+        self.declare_parameter("lockstep", False, describe("own /clock and step when commands arrive"))
         self.declare_parameter("lockstep_timeout_s", 1.0, describe(
-            description="send a state again when no command answered it for this wall time",
-            floating_point_range=[FloatingPointRange(from_value=0.01, to_value=60.0, step=0.0)]))
-        self.declare_parameter("seed", 0, describe(description="twin seed"))
+            "send a state again when no command answered it for this wall time", low=0.01, high=60.0))
+        self.declare_parameter("seed", 0, describe("twin seed"))
         self.lockstep = bool(self.get_parameter("lockstep").value)
         self.timeout_s = float(self.get_parameter("lockstep_timeout_s").value)
 

@@ -359,9 +359,9 @@ class CorpusGenerator:
 
 @functools.cache
 def _corpus_words() -> frozenset[str]:
-    tables = [v for v in globals().values() if isinstance(v, dict) and set(v) >= {"sft", "rl"}]
-    tables += [t for v in (MOVE, MOVE_TIMED) for t in v.values()]
-    text = " ".join(p for t in tables for p in t["all"]) + " " + " ".join(NUMBER_WORDS.values())
+    tables = (*MOVE.values(), *MOVE_TIMED.values(), SLOW, TURN, TURN_DEFAULT, TURN_TIMED, TURN_AROUND, ARC, VELOCITY,
+              SPEED_TIMED, RATE_TIMED, WAIT, STOP_PHRASES, CONNECT, JOIN3, FIRST, NEGATE, PREFIX, SUFFIX)
+    text = " ".join(p for t in tables for p in t["all"]) + " " + " ".join([*DISTRACTORS, *NUMBER_WORDS.values()])
     return frozenset(re.findall(r"[a-z]+", text))
 
 

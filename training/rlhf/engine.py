@@ -56,11 +56,16 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
+        by_slots: dict[int, SamplingParams] = {}  # one per grammar: prompts differ only in their slot count
+
         def params(prompt: str) -> SamplingParams:
-            regex = plan_regex(slot_count(prompt) if self.number_slots else 0)
-            return SamplingParams(n=n, temperature=temperature, max_tokens=max_new_tokens, seed=seed,
-                                  ignore_eos=ignore_eos, skip_special_tokens=True,
-                                  structured_outputs=StructuredOutputsParams(regex=regex) if constrained else None)
+            slots = slot_count(prompt) if constrained and self.number_slots else 0
+            if slots not in by_slots:
+                grammar = StructuredOutputsParams(regex=plan_regex(slots)) if constrained else None
+                by_slots[slots] = SamplingParams(n=n, temperature=temperature, max_tokens=max_new_tokens, seed=seed,
+                                                 ignore_eos=ignore_eos, skip_special_tokens=True,
+                                                 structured_outputs=grammar)
+            return by_slots[slots]
 
         outputs = self.llm.generate(prompts, [params(p) for p in prompts], use_tqdm=False)
         return [[Completion(c.text, list(c.token_ids)) for c in o.outputs] for o in outputs]

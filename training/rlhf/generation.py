@@ -56,7 +56,7 @@ class HFGenerator:
             kwargs = {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else \
                 {"do_sample": False}
             if constrained:  # one processor per call: it tracks the DFA state of each row of this batch
-                grammars = [self._grammar(p) for p in chunk for _ in range(n)]  # generate repeats each prompt n times
+                grammars = [g for g in map(self._grammar, chunk) for _ in range(n)]  # each prompt's row n times
                 kwargs["logits_processor"] = [PlanConstraint(grammars, max_new_tokens)]
             if ignore_eos:
                 kwargs["min_new_tokens"] = max_new_tokens

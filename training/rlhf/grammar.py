@@ -55,16 +55,16 @@ class PlanDFA:
             self.trans[s]["-"] = first
         zero, ints = self._new(), [self._new() for _ in range(3)]
         dot, f1, f2, after = self._new(), self._new(), self._new(), self._new()
-        hash_, slot = self._new(), self._new()
         for start in (s, first):
             self.trans[start]["0"] = zero
             for d in DIGITS[1:]:
                 self.trans[start][d] = ints[0]
-            if self.slots:
-                self.trans[start]["#"] = hash_
-        for d in DIGITS[1:self.slots + 1]:
-            self.trans[hash_][d] = slot
-        self.trans[slot][follow] = after
+        if self.slots:  # #1..#slots, after the sign if any
+            hash_, slot = self._new(), self._new()
+            self.trans[s]["#"] = self.trans[first]["#"] = hash_
+            for d in DIGITS[1:self.slots + 1]:
+                self.trans[hash_][d] = slot
+            self.trans[slot][follow] = after
         for d in DIGITS:
             self.trans[ints[0]][d] = ints[1]
             self.trans[ints[1]][d] = ints[2]
