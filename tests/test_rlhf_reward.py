@@ -19,6 +19,7 @@ def test_simulated_operator_prefers_the_plan_that_does_what_was_asked():
     assert s_right > 0.8 > s_short > s_wrong
     assert operator.choose(s_right, s_short) == "a" and operator.choose(s_wrong, s_right) == "b"
     assert operator.choose(s_right, s_right) is None  # a tie gives no preference
+    assert s_short < 0.5 and operator.choose(s_short, s_wrong) is None  # both wrong: skipped, as a person would
 
 
 def test_field_ratings_import(tmp_path):

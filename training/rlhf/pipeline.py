@@ -35,14 +35,14 @@ BUDGETS: dict[str, dict[str, dict]] = {
     "minimal": {
         "sft": {"examples": 6000, "steps": 400, "warmup_steps": 20, "eval_examples": 16, "eval_every": 0,
                 "model": _SMALL_MODEL},
-        "prefs": {"pairs": 360},
+        "prefs": {"pairs": 600},
         "reward": {"epochs": 3},
         "rl": {"iterations": 2, "prompts_per_iteration": 8},
     },
     "quick": {
         "sft": {"examples": 12000, "steps": 700, "warmup_steps": 30, "eval_examples": 32, "eval_every": 0,
                 "model": _SMALL_MODEL},
-        "prefs": {"pairs": 400},
+        "prefs": {"pairs": 700},
         "reward": {"epochs": 3},
         "rl": {"iterations": 24, "prompts_per_iteration": 16},
     },

@@ -34,7 +34,8 @@ def collect_pairs(config: PrefsConfig, simulated: bool = True,
     model, tokenizer = load_model(config.model)
     planner = InstructionPlanner(HFGenerator(model, tokenizer), limits)
     executor = TwinExecutor(config.robot)
-    operator = SimulatedOperator(executor, noise=config.operator_noise, seed=config.seed)
+    operator = SimulatedOperator(executor, noise=config.operator_noise, skip_below=config.operator_skip_below,
+                                 seed=config.seed)
     corpus = CorpusGenerator(config.pool, limits, seed=config.seed)
     made, rounds = 0, 0
     per_instruction = config.candidates * (config.candidates - 1) // 2

@@ -39,6 +39,12 @@ def run_eval(args: argparse.Namespace) -> int:
         out["win_rate_operator"] = ev.operator_win_rate(results, base, args.robot)
         if args.reward:
             out["win_rate_reward_model"] = ev.reward_model_win_rate(results, base, args.reward)
+    if args.samples > 0:
+        sampled = ev.pass_at_k(load_generator(args.model, args.backend), items, limits, args.samples,
+                               args.temperature, constrained)
+        out["sampled"] = sampled
+        table.caption = (f"{args.samples} samples per line at temperature {args.temperature:g}: pass@1 "
+                         f"{sampled['pass_at_1']:.1%}, pass@{args.samples} {sampled[f'pass_at_{args.samples}']:.1%}")
     console = Console(width=None if Console().is_terminal else 110)
     console.print(table)
     for key in ("win_rate_reward_model", "win_rate_operator"):
