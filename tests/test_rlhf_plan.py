@@ -210,13 +210,14 @@ def _producible(text: str) -> bool:
 
 
 def _producible_with_unknown_words(text: str) -> bool:
-    """_producible, also through the generator's made-up words: one at any place, or in place of a plain verb."""
+    """_producible, also through the generator's made-up words: one at any place, in place of a plain verb, or as a
+    connector (", kabo " where ", then " could be)."""
     if _producible(text):
         return True
     words = text.split(" ")
     for i, w in enumerate(words):
         if re.fullmatch(r"([bdfgklmnprstvz][aeiou]){2,3}", w) and w not in _corpus_words():
-            for replacement in ([], *([v] for v in PLAIN_VERBS)):
+            for replacement in ([], ["then"], *([v] for v in PLAIN_VERBS)):
                 if _producible(" ".join([*words[:i], *replacement, *words[i + 1:]])):
                     return True
     return False
@@ -229,6 +230,7 @@ def test_heldout_phrasings_are_in_neither_pool():
     suffix = "|".join(re.escape(s) for s in SUFFIX["all"])
     assert _producible("turn left 90 degrees then go forward 2 m") and _producible("don't spin, back up 40 cm")
     assert _producible_with_unknown_words("kabo forward 1 m") and _producible_with_unknown_words("turn left vemo 1 rad")
+    assert _producible_with_unknown_words("go forward 1 m, kabo turn left")
     for item in load_eval_set(HELDOUT):
         text = screen_instruction(item.instruction, LIMITS)[0]
         core = re.sub(rf"({suffix})$", "", re.sub(rf"^({prefix})", "", text))

@@ -112,8 +112,9 @@ SUFFIX = _p([" please", " now", ".", "!"], [" thanks", " asap", " for me", " rig
 # has only seen the list's verbs reads an unknown one as noise it never learnt to ignore. So some steps get their
 # verb replaced by a made-up word (consonant-vowel syllables, never a word the corpus uses) when the rest of the
 # step still says the direction, and some instructions get a made-up word inserted: the model learns to read
-# direction words, numbers and units, and to treat an unknown verb with only a duration as a wait.
-UNKNOWN_VERB_P, UNKNOWN_FILLER_P = 0.2, 0.15
+# direction words, numbers and units, and to treat an unknown verb with only a duration as a wait. Likewise some
+# steps are joined by a made-up connector (", kabo "): a second clause after any word is a second step.
+UNKNOWN_VERB_P, UNKNOWN_FILLER_P, UNKNOWN_CONNECTOR_P = 0.2, 0.15, 0.15
 PLAIN_VERBS = frozenset({"go", "move", "drive", "turn", "rotate", "spin", "roll", "head", "travel", "proceed",
                          "continue", "push", "pivot", "swing", "yaw", "keep", "wait", "pause", "idle", "hold",
                          "remain", "sit", "stay"})
@@ -358,7 +359,10 @@ class CorpusGenerator:
             texts = [self._pick(FIRST).format(texts[0]), *texts[1:]]
         out = texts[0]
         for t in texts[1:]:
-            out += self._pick(CONNECT) + t
+            if self.rng.random() < UNKNOWN_CONNECTOR_P:
+                out += self.rng.choice([", ", " ", " and "]) + self._unknown_word() + " " + t
+            else:
+                out += self._pick(CONNECT) + t
         return out
 
     def examples(self, n: int) -> list[Example]:
