@@ -56,7 +56,8 @@ def test_reward_model_ranks_held_out_pairs():
     scorer = RewardScorer.load(reward_dir())
     accuracy = ranking_accuracy(scorer, held)
     # the issue asks for > 80%; on the minimal budget's ~30 held-out comparisons the reward model reached 63-87%
-    # between runs (docs/rlhf.md): the test holds it above chance (a coin gets 50%, the untrained reward model 0%)
+    # between runs (65-78% since both-wrong pairs are skipped; docs/rlhf.md): the test holds it above chance (a coin
+    # gets 50%, the untrained reward model 0%)
     assert accuracy > 0.6, (accuracy, info["stats"])
     assert accuracy == info["stats"]["heldout_accuracy"]
     untrained = RewardScorer(scorer.reference, scorer.reference, scorer.tokenizer, scorer.beta)
