@@ -64,7 +64,8 @@ def corpus_items(pool: str, limits: PlanLimits, n: int, seed: int) -> list[EvalI
 def evaluate(generator: Generator, items: Sequence[EvalItem], limits: PlanLimits,
              constrained: bool = True) -> list[ItemResult]:
     """Greedy plans for every item, through the same pipeline as the robot (screen, generate, parse, clamp)."""
-    planned = _plan_items(generator, items, limits, constrained)
+    planner = InstructionPlanner(generator, limits, constrained=constrained)
+    planned = planner.plan_many([i.instruction for i in items], [i.state for i in items])
     return [ItemResult(item, p[0], passes(plan_metrics(p[0].plan), item.expect))
             for item, p in zip(items, planned, strict=True)]
 
@@ -74,16 +75,12 @@ def pass_at_k(generator: Generator, items: Sequence[EvalItem], limits: PlanLimit
     """Sample k plans per item: the share of samples that pass (pass@1 at this temperature) and of items with at
     least one passing sample (pass@k). RL with a group of k samples can only reinforce plans it samples, so the
     gap between pass@k and greedy accuracy bounds what it can learn on these items."""
-    groups = _plan_items(generator, items, limits, constrained, n=k, temperature=temperature, seed=seed)
+    planner = InstructionPlanner(generator, limits, constrained=constrained)
+    groups = planner.plan_many([i.instruction for i in items], [i.state for i in items], n=k, temperature=temperature,
+                               seed=seed)
     ok = [[passes(plan_metrics(p.plan), item.expect) for p in group] for item, group in zip(items, groups, strict=True)]
     return {"pass_at_1": sum(map(sum, ok)) / (k * len(ok)), f"pass_at_{k}": sum(map(any, ok)) / len(ok),
             "temperature": temperature}
-
-
-def _plan_items(generator: Generator, items: Sequence[EvalItem], limits: PlanLimits, constrained: bool,
-                **sampling) -> list[list[Planned]]:
-    planner = InstructionPlanner(generator, limits, constrained=constrained)
-    return planner.plan_many([i.instruction for i in items], [i.state for i in items], **sampling)
 
 
 def summarize(results: Sequence[ItemResult]) -> dict:

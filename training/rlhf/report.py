@@ -22,8 +22,7 @@ def run_eval(args: argparse.Namespace) -> int:
     items = ev.load_eval_set(args.eval_set)
     limits = limits_for(args.robot)
     constrained = not args.unconstrained
-    generator = load_generator(args.model, args.backend)  # one engine for the greedy and the sampled plans
-    results = ev.evaluate(generator, items, limits, constrained)
+    results = ev.evaluate(load_generator(args.model, args.backend), items, limits, constrained)
     out = {"bench": "rlhf_eval", "model": args.model, "set": args.eval_set, "constrained": constrained,
            **ev.summarize(results)}
     table = Table(title=f"{args.eval_set}: {len(items)} instructions ({'constrained' if constrained else 'free'} "
@@ -41,7 +40,8 @@ def run_eval(args: argparse.Namespace) -> int:
         if args.reward:
             out["win_rate_reward_model"] = ev.reward_model_win_rate(results, base, args.reward)
     if args.samples > 0:
-        sampled = ev.pass_at_k(generator, items, limits, args.samples, args.temperature, constrained)
+        sampled = ev.pass_at_k(load_generator(args.model, args.backend), items, limits, args.samples,
+                               args.temperature, constrained)
         out["sampled"] = sampled
         table.caption = (f"{args.samples} samples per line at temperature {args.temperature:g}: pass@1 "
                          f"{sampled['pass_at_1']:.1%}, pass@{args.samples} {sampled[f'pass_at_{args.samples}']:.1%}")
