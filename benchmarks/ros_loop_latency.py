@@ -39,9 +39,12 @@ def echo_node(inputs: str) -> None:
     node = rclpy.create_node("echo")
     pub = node.create_publisher(Float64MultiArray, "/echo_out", 10)
     if inputs == "one":
-        node.create_subscription(JointState, "/echo_in",
-                                 lambda m: pub.publish(Float64MultiArray(data=list(m.position))),
-                                 qos_profile_sensor_data)
+        node.create_subscription(
+            JointState,
+            "/echo_in",
+            lambda m: pub.publish(Float64MultiArray(data=list(m.position))),
+            qos_profile_sensor_data,
+        )
     else:
         stamps = {}
 
@@ -94,11 +97,18 @@ class Probe:
         self.diagnostics: dict[str, str] = {}
         from diagnostic_msgs.msg import DiagnosticArray
 
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: self.diagnostics.update(
-            {kv.key: kv.value for s in m.status if s.name == "policy_node" for kv in s.values}), 10)
+        self.node.create_subscription(
+            DiagnosticArray,
+            "/diagnostics",
+            lambda m: self.diagnostics.update(
+                {kv.key: kv.value for s in m.status if s.name == "policy_node" for kv in s.values}
+            ),
+            10,
+        )
         for topic in ("/joint_commands", "/echo_out"):
-            self.node.create_subscription(Float64MultiArray, topic, lambda m: self.arrivals.append(time.perf_counter()),
-                                          10)
+            self.node.create_subscription(
+                Float64MultiArray, topic, lambda m: self.arrivals.append(time.perf_counter()), 10
+            )
         self.executor = rclpy.executors.SingleThreadedExecutor()
         self.executor.add_node(self.node)
 
@@ -167,8 +177,19 @@ def main() -> None:
         export_random_policy("quadruped", artifact)
         joints = list(load_manifest(artifact).joint_names)
         probe = Probe()
-        node_args = ["-m", "ros_nodes.policy_node", "--ros-args", "-p", f"artifact:={artifact}", "-p",
-                     "backend:=onnxruntime", "-p", "stale_periods:=100", "-p", "allow_unvalidated:=true"]
+        node_args = [
+            "-m",
+            "ros_nodes.policy_node",
+            "--ros-args",
+            "-p",
+            f"artifact:={artifact}",
+            "-p",
+            "backend:=onnxruntime",
+            "-p",
+            "stale_periods:=100",
+            "-p",
+            "allow_unvalidated:=true",
+        ]
 
         echo = start(["-m", "benchmarks.ros_loop_latency", "--echo-node", "one"])
         probe.spin_for(3.0)
@@ -195,34 +216,51 @@ def main() -> None:
             stop(timed)
             period = 1000.0 / hz
             ticks, misses = int(probe.diagnostics.get("ticks", 0)), int(probe.diagnostics.get("deadline_misses", 0))
-            timing[hz, executor] = {"jitter_ms": float(np.std(gaps)) if len(gaps) else float("nan"),
-                          "probe_miss_rate": float(np.mean(gaps > 1.5 * period)) if len(gaps) else float("nan"),
-                          "miss_rate": misses / ticks if ticks else float("nan"), "ticks": ticks}
+            timing[hz, executor] = {
+                "jitter_ms": float(np.std(gaps)) if len(gaps) else float("nan"),
+                "probe_miss_rate": float(np.mean(gaps > 1.5 * period)) if len(gaps) else float("nan"),
+                "miss_rate": misses / ticks if ticks else float("nan"),
+                "ticks": ticks,
+            }
 
-    paths = (("echo_one", "echo, 1 message in", echo_one_ms), ("echo", "echo, 3 inputs in (floor)", echo_ms),
-             ("policy", "policy_node (quadruped, ORT)", policy_ms))
+    paths = (
+        ("echo_one", "echo, 1 message in", echo_one_ms),
+        ("echo", "echo, 3 inputs in (floor)", echo_ms),
+        ("policy", "policy_node (quadruped, ORT)", policy_ms),
+    )
     p = {key: (np.percentile(v, 50), np.percentile(v, 99)) for key, _, v in paths}
     print(f"{'path':>28} {'p50 ms':>8} {'p99 ms':>8} {'n':>6}")
     for key, label, v in paths:
         print(f"{label:>28} {p[key][0]:>8.3f} {p[key][1]:>8.3f} {len(v):>6}")
     for (hz, executor), t in timing.items():
-        print(f"timer {hz:>3} Hz, {executor:>6} executor: deadline misses (tick > 1.5 periods after the last, "
-              f"node's count) {t['miss_rate']:.2%} of {t['ticks']} ticks; at the probe over DDS: "
-              f"jitter {t['jitter_ms']:.3f} ms, gaps > 1.5 periods {t['probe_miss_rate']:.2%}")
+        print(
+            f"timer {hz:>3} Hz, {executor:>6} executor: deadline misses (tick > 1.5 periods after the last, "
+            f"node's count) {t['miss_rate']:.2%} of {t['ticks']} ticks; at the probe over DDS: "
+            f"jitter {t['jitter_ms']:.3f} ms, gaps > 1.5 periods {t['probe_miss_rate']:.2%}"
+        )
     budget = 1.5 * p["echo"][1] + 0.5
     print(f"target: policy p99 <= 1.5 x echo p99 + 0.5 ms = {budget:.3f} ms; misses at 500 Hz < 1%")
     print(f"load average (1 min) before / after: {load[0]:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    print(json.dumps({"bench": "ros_loop_latency", "p50_ms": round(p["policy"][0], 4),
-                      "p99_ms": round(p["policy"][1], 4),
-                      "echo_p50_ms": round(p["echo"][0], 4), "echo_p99_ms": round(p["echo"][1], 4),
-                      "echo_one_message_p99_ms": round(p["echo_one"][1], 4),
-                      "ratio_p99_vs_echo": round(p["policy"][1] / p["echo"][1], 2),
-                      "miss_rate_50hz": round(timing[50, "events"]["miss_rate"], 4),
-                      "miss_rate_500hz": round(timing[500, "events"]["miss_rate"], 4),
-                      "miss_rate_500hz_single_executor": round(timing[500, "single"]["miss_rate"], 4),
-                      "jitter_500hz_ms": round(timing[500, "events"]["jitter_ms"], 4),
-                      "baseline": "rclpy echo node, same 3 inputs",
-                      "load_avg_1m": round(load[0], 2), "quick": args.quick}))
+    print(
+        json.dumps(
+            {
+                "bench": "ros_loop_latency",
+                "p50_ms": round(p["policy"][0], 4),
+                "p99_ms": round(p["policy"][1], 4),
+                "echo_p50_ms": round(p["echo"][0], 4),
+                "echo_p99_ms": round(p["echo"][1], 4),
+                "echo_one_message_p99_ms": round(p["echo_one"][1], 4),
+                "ratio_p99_vs_echo": round(p["policy"][1] / p["echo"][1], 2),
+                "miss_rate_50hz": round(timing[50, "events"]["miss_rate"], 4),
+                "miss_rate_500hz": round(timing[500, "events"]["miss_rate"], 4),
+                "miss_rate_500hz_single_executor": round(timing[500, "single"]["miss_rate"], 4),
+                "jitter_500hz_ms": round(timing[500, "events"]["jitter_ms"], 4),
+                "baseline": "rclpy echo node, same 3 inputs",
+                "load_avg_1m": round(load[0], 2),
+                "quick": args.quick,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,12 @@ def deployed_artifact(root: Path, iterations: int) -> Path:
     from training.ppo.config import PPOConfig
     from training.ppo.launch import train
 
-    run = train(PPOConfig.for_robot("rover", randomization=False, stop_at_threshold=True, iterations=iterations,
-                                    run_root=str(root)), show_progress=False)
+    run = train(
+        PPOConfig.for_robot(
+            "rover", randomization=False, stop_at_threshold=True, iterations=iterations, run_root=str(root)
+        ),
+        show_progress=False,
+    )
     run_campaign(run / "policy", load_campaign("quick"), root / "validation")
     return run / "policy"
 
@@ -86,12 +90,14 @@ def main() -> None:
     artifact = Path(args.artifact) if args.artifact else deployed_artifact(work / "deployed", 60)
     baseline = load_manifest(artifact).campaign_verdict["kpi_means"]
     before = field_run(artifact, seconds, work / "logs_before")
-    result = retrain(work / "logs_before", artifact, work / "retrain", budget=budget, registry=work / "reg.sqlite",
-                     force=True)
+    result = retrain(
+        work / "logs_before", artifact, work / "retrain", budget=budget, registry=work / "reg.sqlite", force=True
+    )
     kpi = (result.drifted_kpis or ["tracking_error_ang"])[0]
     after = field_run(result.new_artifact, seconds, work / "logs_after")
-    plain = field_run(untuned_finetune(artifact, budget, work / "untuned"), seconds, work / "logs_untuned",
-                      validated=False)
+    plain = field_run(
+        untuned_finetune(artifact, budget, work / "untuned"), seconds, work / "logs_untuned", validated=False
+    )
 
     def closed(k: dict) -> float:
         return (before[kpi] - k[kpi]) / (before[kpi] - baseline[kpi])
@@ -102,23 +108,41 @@ def main() -> None:
     for k, v in hidden.items():
         print(f"{k:<14}{v:>10.4g}{result.identified.get(k, float('nan')):>12.4g}{100 * rel[k]:>11.1f}%")
     reduction = 1 - result.sysid_error_after / result.sysid_error_before
-    print(f"trajectory error (mean sq. base velocity error, logged commands replayed): untuned twin "
-          f"{result.sysid_error_before:.4g}, identified twin {result.sysid_error_after:.4g} "
-          f"({100 * reduction:.1f}% lower)")
-    print(f"{kpi}: campaign {baseline[kpi]:.4g}; field: deployed {before[kpi]:.4g}, retrained {after[kpi]:.4g} "
-          f"({100 * closed(after):.0f}% of the gap closed), fine-tuned without system id {plain[kpi]:.4g} "
-          f"({100 * closed(plain):.0f}%)")
+    print(
+        f"trajectory error (mean sq. base velocity error, logged commands replayed): untuned twin "
+        f"{result.sysid_error_before:.4g}, identified twin {result.sysid_error_after:.4g} "
+        f"({100 * reduction:.1f}% lower)"
+    )
+    print(
+        f"{kpi}: campaign {baseline[kpi]:.4g}; field: deployed {before[kpi]:.4g}, retrained {after[kpi]:.4g} "
+        f"({100 * closed(after):.0f}% of the gap closed), fine-tuned without system id {plain[kpi]:.4g} "
+        f"({100 * closed(plain):.0f}%)"
+    )
     print(f"trigger: {result.reason}; promoted: {result.promoted} ({result.promotion_reason})")
     print(f"stages: {result.timings}; total {time.perf_counter() - t0:.0f} s; load {os.getloadavg()[0]:.2f}")
-    print(json.dumps({
-        "bench": "sysid_recovery", "quick": args.quick, "max_param_rel_error": round(max(rel.values()), 4),
-        "param_rel_error": {k: round(v, 4) for k, v in rel.items()}, "identified": result.identified,
-        "traj_error_untuned": result.sysid_error_before, "traj_error_identified": result.sysid_error_after,
-        "traj_error_reduction": round(reduction, 4), "field_kpi": kpi, "campaign_baseline": baseline[kpi],
-        "field_before": before[kpi], "field_after": after[kpi], "gap_closed": round(closed(after), 3),
-        "gap_closed_without_sysid": round(closed(plain), 3), "promoted": result.promoted,
-        "baseline": "untuned twin (trajectory error); fine-tuning without system id (gap closed)",
-        "ratio": round(closed(after) / closed(plain), 2) if closed(plain) > 0 else None}))
+    print(
+        json.dumps(
+            {
+                "bench": "sysid_recovery",
+                "quick": args.quick,
+                "max_param_rel_error": round(max(rel.values()), 4),
+                "param_rel_error": {k: round(v, 4) for k, v in rel.items()},
+                "identified": result.identified,
+                "traj_error_untuned": result.sysid_error_before,
+                "traj_error_identified": result.sysid_error_after,
+                "traj_error_reduction": round(reduction, 4),
+                "field_kpi": kpi,
+                "campaign_baseline": baseline[kpi],
+                "field_before": before[kpi],
+                "field_after": after[kpi],
+                "gap_closed": round(closed(after), 3),
+                "gap_closed_without_sysid": round(closed(plain), 3),
+                "promoted": result.promoted,
+                "baseline": "untuned twin (trajectory error); fine-tuning without system id (gap closed)",
+                "ratio": round(closed(after) / closed(plain), 2) if closed(plain) > 0 else None,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -149,13 +149,28 @@ def main() -> None:
         for n, (r, ceiling) in twin_rates(spec, env_counts, seconds, threads).items():
             print(f"{robot:>10} {n:>6} {r:>12,.0f} {r / gym_rate:>12.2f} {r / ceiling:>10.0%} {ceiling:>12,.0f}")
             if robot == "quadruped" and n == 256:
-                summary = {"steps_per_s": round(r), "ratio_vs_gymnasium": round(r / gym_rate, 2),
-                           "fraction_of_ceiling": round(r / ceiling, 3), "gymnasium_steps_per_s": round(gym_rate),
-                           "ceiling_steps_per_s": round(ceiling)}
+                summary = {
+                    "steps_per_s": round(r),
+                    "ratio_vs_gymnasium": round(r / gym_rate, 2),
+                    "fraction_of_ceiling": round(r / ceiling, 3),
+                    "gymnasium_steps_per_s": round(gym_rate),
+                    "ceiling_steps_per_s": round(ceiling),
+                }
         print(f"{'':>10} gymnasium SyncVectorEnv (16 envs, same MJCF, obs and rewards): {gym_rate:,.0f} env-steps/s")
     print(f"ceiling = {threads} threads x single-thread mj_step rate on the same batch / decimation")
-    print(json.dumps({"bench": "twin_throughput", "robot": "quadruped", "envs": 256, **summary,
-                      "baseline": "gymnasium SyncVectorEnv", "threads": threads, "quick": args.quick}))
+    print(
+        json.dumps(
+            {
+                "bench": "twin_throughput",
+                "robot": "quadruped",
+                "envs": 256,
+                **summary,
+                "baseline": "gymnasium SyncVectorEnv",
+                "threads": threads,
+                "quick": args.quick,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -68,8 +68,14 @@ class ObservationLayout:
     @classmethod
     def from_manifest(cls, terms: list[dict], num_joints: int) -> ObservationLayout:
         """From a manifest's observation.terms (name, size, scale, ros_source); noise widths from the table."""
-        return cls([ObsTerm(t["name"], int(t["size"]), tuple(t["scale"]), obs_term(t["name"], num_joints).noise,
-                            t["ros_source"]) for t in terms])
+        return cls(
+            [
+                ObsTerm(
+                    t["name"], int(t["size"]), tuple(t["scale"]), obs_term(t["name"], num_joints).noise, t["ros_source"]
+                )
+                for t in terms
+            ]
+        )
 
     def assemble(self, values: dict[str, np.ndarray], noise: np.ndarray | None = None) -> np.ndarray:
         """values[name]: [batch, size] in physical units; noise: [batch, dim] uniform draws in [-1, 1] or None."""

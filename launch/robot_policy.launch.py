@@ -1,7 +1,7 @@
 """On the robot: policy_node (plus field_recorder when record:=true, instruction_node when instructions:=true).
 
-    ros2 launch edge robot_policy.launch.py artifact:=/opt/policy backend:=tensorrt namespace:=go1 record:=true
-    ros2 launch edge robot_policy.launch.py artifact:=/opt/policy instructions:=true instruction_model:=/opt/rlhf
+ros2 launch edge robot_policy.launch.py artifact:=/opt/policy backend:=tensorrt namespace:=go1 record:=true
+ros2 launch edge robot_policy.launch.py artifact:=/opt/policy instructions:=true instruction_model:=/opt/rlhf
 """
 
 from pathlib import Path
@@ -19,18 +19,33 @@ def generate_launch_description() -> LaunchDescription:
     artifact, backend = LaunchConfiguration("artifact"), LaunchConfiguration("backend")
     namespace, record = LaunchConfiguration("namespace"), LaunchConfiguration("record")
     instructions, instruction_model = LaunchConfiguration("instructions"), LaunchConfiguration("instruction_model")
-    return LaunchDescription([
-        DeclareLaunchArgument("artifact", description="policy artifact directory"),
-        DeclareLaunchArgument("backend", default_value="auto", description="auto, tensorrt or onnxruntime"),
-        DeclareLaunchArgument("namespace", default_value="", description="robot namespace"),
-        DeclareLaunchArgument("record", default_value="true", description="record field logs to MCAP"),
-        DeclareLaunchArgument("instructions", default_value="false", description="run instruction_node"),
-        DeclareLaunchArgument("instruction_model", default_value="", description="instruction model directory"),
-        Node(package="edge", executable="policy_node", namespace=namespace,
-             parameters=[PARAMS, {"artifact": artifact, "backend": backend}]),
-        Node(package="edge", executable="field_recorder", namespace=namespace, parameters=[PARAMS],
-             condition=IfCondition(record)),
-        Node(package="edge", executable="instruction_node", namespace=namespace,
-             parameters=[PARAMS, {"model": instruction_model, "artifact": artifact}],
-             condition=IfCondition(instructions)),
-    ])
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument("artifact", description="policy artifact directory"),
+            DeclareLaunchArgument("backend", default_value="auto", description="auto, tensorrt or onnxruntime"),
+            DeclareLaunchArgument("namespace", default_value="", description="robot namespace"),
+            DeclareLaunchArgument("record", default_value="true", description="record field logs to MCAP"),
+            DeclareLaunchArgument("instructions", default_value="false", description="run instruction_node"),
+            DeclareLaunchArgument("instruction_model", default_value="", description="instruction model directory"),
+            Node(
+                package="edge",
+                executable="policy_node",
+                namespace=namespace,
+                parameters=[PARAMS, {"artifact": artifact, "backend": backend}],
+            ),
+            Node(
+                package="edge",
+                executable="field_recorder",
+                namespace=namespace,
+                parameters=[PARAMS],
+                condition=IfCondition(record),
+            ),
+            Node(
+                package="edge",
+                executable="instruction_node",
+                namespace=namespace,
+                parameters=[PARAMS, {"model": instruction_model, "artifact": artifact}],
+                condition=IfCondition(instructions),
+            ),
+        ]
+    )

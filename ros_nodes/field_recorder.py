@@ -68,19 +68,25 @@ class FieldRecorder(Node):
             publishers = self.get_publishers_info_by_topic(topic)
             if publishers:
                 best_effort = any(p.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT for p in publishers)
-            elif any(s.qos_profile.reliability == ReliabilityPolicy.RELIABLE
-                     for s in self.get_subscriptions_info_by_topic(topic)):
+            elif any(
+                s.qos_profile.reliability == ReliabilityPolicy.RELIABLE
+                for s in self.get_subscriptions_info_by_topic(topic)
+            ):
                 # no publisher yet, but a reliable subscriber, which hears only reliable publishers: subscribe now
                 # so the first messages are not lost while discovery finds the publisher
                 best_effort = False
             else:  # the QoS to match is the publishers': wait for one
                 continue
             # a best-effort subscriber hears every publisher; a reliable one only reliable publishers
-            qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else
-                             ReliabilityPolicy.RELIABLE)
+            qos = QoSProfile(
+                depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else ReliabilityPolicy.RELIABLE
+            )
             self._types[topic] = type_name
-            self._subs.append(self.create_subscription(
-                message_class(type_name), topic, lambda data, t=topic: self._on_message(t, data), qos, raw=True))
+            self._subs.append(
+                self.create_subscription(
+                    message_class(type_name), topic, lambda data, t=topic: self._on_message(t, data), qos, raw=True
+                )
+            )
             self.get_logger().info(f"recording {topic} [{type_name}]")
 
     def _open_segment(self) -> None:

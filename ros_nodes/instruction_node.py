@@ -41,19 +41,20 @@ class InstructionNode(Node):
         self.declare_parameter("robot", "rover", describe("robot name or YAML whose command limits clamp plans"))
         self.declare_parameter("artifact", "", describe("policy artifact; its manifest's command limits win"))
         self.declare_parameter("max_duration_s", 30.0, describe("longest plan executed (s)", low=0.1, high=600.0))
-        self.declare_parameter("rate_hz", 20.0,
-                               describe("/cmd_vel publish rate while a plan runs", low=1.0, high=200.0))
+        self.declare_parameter(
+            "rate_hz", 20.0, describe("/cmd_vel publish rate while a plan runs", low=1.0, high=200.0)
+        )
         self.declare_parameter("constrained", True, describe("grammar-constrained decoding (plans always parse)"))
         get = self.get_parameter
-        self.limits = limits_for(get("robot").value, get("artifact").value or None,
-                                 float(get("max_duration_s").value))
+        self.limits = limits_for(get("robot").value, get("artifact").value or None, float(get("max_duration_s").value))
         model, backend = str(get("model").value), str(get("backend").value)
         if not model:
             raise ValueError("parameter 'model' (instruction model directory) is required")
         from training.rlhf.generation import load_generator
 
-        self.planner = InstructionPlanner(load_generator(model, backend), self.limits,
-                                          constrained=bool(get("constrained").value))
+        self.planner = InstructionPlanner(
+            load_generator(model, backend), self.limits, constrained=bool(get("constrained").value)
+        )
         self._lock = threading.Lock()
         self._worker = ThreadPoolExecutor(max_workers=1)
         self._seq = 0  # the latest instruction; a finished generation for an older one is dropped
@@ -62,13 +63,18 @@ class InstructionNode(Node):
         self._plan_start = 0.0
         self._state = state_summary()
         self.pub_cmd = self.create_publisher(Twist, "/cmd_vel", 10)
-        self.pub_plan = self.create_publisher(String, "~/plan", QoSProfile(
-            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.pub_plan = self.create_publisher(
+            String,
+            "~/plan",
+            QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        )
         self.create_subscription(String, "/instruction", self._on_instruction, 10)
         self.create_subscription(Odometry, "/odom", self._on_odom, qos_profile_sensor_data)
         self.create_timer(1.0 / float(get("rate_hz").value), self._tick)
-        self.get_logger().info(f"ready: {model} ({backend}); limits vx {self.limits.vx}, wz {self.limits.wz}, "
-                               f"max {self.limits.max_duration_s:g} s")
+        self.get_logger().info(
+            f"ready: {model} ({backend}); limits vx {self.limits.vx}, wz {self.limits.wz}, "
+            f"max {self.limits.max_duration_s:g} s"
+        )
 
     def _on_odom(self, msg: Odometry) -> None:
         self._state = state_summary(msg.twist.twist.linear.x, msg.twist.twist.angular.z)
@@ -99,9 +105,18 @@ class InstructionNode(Node):
             self.get_logger().warn(f"{w} [instruction {planned.instruction[:60]!r}]")
         total = sum(s.duration_s for s in planned.plan)
         self.get_logger().info(f"plan for {planned.screened[:60]!r}: {len(planned.plan)} segment(s), {total:.2f} s")
-        self.pub_plan.publish(String(data=json.dumps({"instruction": planned.instruction[:200],
-                                                      "plan": plan_to_dicts(planned.plan), "valid": planned.valid,
-                                                      "warnings": planned.warnings})))
+        self.pub_plan.publish(
+            String(
+                data=json.dumps(
+                    {
+                        "instruction": planned.instruction[:200],
+                        "plan": plan_to_dicts(planned.plan),
+                        "valid": planned.valid,
+                        "warnings": planned.warnings,
+                    }
+                )
+            )
+        )
         with self._lock:
             self._plan, self._plan_start = planned.plan, self._now()
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
 
-def describe(text: str, *, low: float | None = None, high: float | None = None,
-             integer: bool = False) -> ParameterDescriptor:
+def describe(
+    text: str, *, low: float | None = None, high: float | None = None, integer: bool = False
+) -> ParameterDescriptor:
     d = ParameterDescriptor(description=text)
     if low is not None and integer:
         d.integer_range = [IntegerRange(from_value=int(low), to_value=int(high), step=1)]

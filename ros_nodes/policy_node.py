@@ -37,8 +37,11 @@ OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.E
 # beyond these an input is a sensor fault, not a state the robot can be in
 PLAUSIBLE = {"base_lin_vel": 10.0, "base_ang_vel": 30.0, "joint_vel": 100.0}
 SOURCES = {  # observation term -> the input it comes from
-    "base_lin_vel": "odom", "base_ang_vel": "imu", "projected_gravity": "imu",
-    "joint_pos": "joint_states", "joint_vel": "joint_states",
+    "base_lin_vel": "odom",
+    "base_ang_vel": "imu",
+    "projected_gravity": "imu",
+    "joint_pos": "joint_states",
+    "joint_vel": "joint_states",
 }
 
 
@@ -48,26 +51,45 @@ class PolicyNode(Node):
         self.declare_parameter("artifact", "", describe("policy artifact directory (policy.onnx + manifest.json)"))
         self.declare_parameter("backend", "auto", describe(f"inference backend: {', '.join(BACKENDS)}"))
         self.declare_parameter("rate_hz", 0.0, describe("control rate override; 0 = the manifest's", low=0, high=2000))
-        self.declare_parameter("stale_periods", 2, describe("inputs older than this many control periods are stale",
-                                                             low=1, high=100, integer=True))
-        self.declare_parameter("cmd_timeout_s", 0.5, describe("/cmd_vel older than this means stop (zero command)",
-                                                               low=0.01, high=60.0))
+        self.declare_parameter(
+            "stale_periods",
+            2,
+            describe("inputs older than this many control periods are stale", low=1, high=100, integer=True),
+        )
+        self.declare_parameter(
+            "cmd_timeout_s", 0.5, describe("/cmd_vel older than this means stop (zero command)", low=0.01, high=60.0)
+        )
         self.declare_parameter("max_vx", 0.0, describe("|vx| command limit (m/s); 0 = the manifest's", low=0, high=10))
         self.declare_parameter("max_vy", 0.0, describe("|vy| command limit (m/s); 0 = the manifest's", low=0, high=10))
-        self.declare_parameter("max_wz", 0.0, describe("|wz| command limit (rad/s); 0 = the manifest's",
-                                                        low=0, high=20))
-        self.declare_parameter("output_type", "float64_array",
-                               describe("float64_array (forward_command_controller) or joint_trajectory"))
-        self.declare_parameter("allow_unvalidated", False,
-                               describe("run an artifact without a passing campaign verdict (development only)"))
-        self.declare_parameter("trigger", "timer",
-                               describe("timer: tick at the control rate; joint_states: tick once per /joint_states, "
-                                         "when the other inputs of that instant are in (the driver sets the rate; "
-                                         "the timer then only watches for silence)"))
+        self.declare_parameter(
+            "max_wz", 0.0, describe("|wz| command limit (rad/s); 0 = the manifest's", low=0, high=20)
+        )
+        self.declare_parameter(
+            "output_type", "float64_array", describe("float64_array (forward_command_controller) or joint_trajectory")
+        )
+        self.declare_parameter(
+            "allow_unvalidated",
+            False,
+            describe("run an artifact without a passing campaign verdict (development only)"),
+        )
+        self.declare_parameter(
+            "trigger",
+            "timer",
+            describe(
+                "timer: tick at the control rate; joint_states: tick once per /joint_states, "
+                "when the other inputs of that instant are in (the driver sets the rate; "
+                "the timer then only watches for silence)"
+            ),
+        )
         self.declare_parameter("autostart", True, describe("configure and activate at start-up"))
-        self.declare_parameter("executor", "events",
-                               describe("events: rclpy's EventsExecutor (C++ event queue, a fraction of the "
-                                         "per-callback cost); single: SingleThreadedExecutor"))
+        self.declare_parameter(
+            "executor",
+            "events",
+            describe(
+                "events: rclpy's EventsExecutor (C++ event queue, a fraction of the "
+                "per-callback cost); single: SingleThreadedExecutor"
+            ),
+        )
         self.policy = None
         self._timer = None
         self._subs: list = []
@@ -82,8 +104,10 @@ class PolicyNode(Node):
                 return change_state(request, response)
             except _rclpy.RCLError:
                 t = request.transition
-                self.get_logger().warn(f"refused lifecycle transition {t.label or t.id!r}: not available from state "
-                                       f"{self._state_machine.current_state[1]!r}")
+                self.get_logger().warn(
+                    f"refused lifecycle transition {t.label or t.id!r}: not available from state "
+                    f"{self._state_machine.current_state[1]!r}"
+                )
                 response.success = False
                 return response
 
@@ -130,8 +154,9 @@ class PolicyNode(Node):
                 self.cmd_low[i], self.cmd_high[i] = max(self.cmd_low[i], -o), min(self.cmd_high[i], o)
         self.needed = sorted({SOURCES[t.name] for t in self.layout.terms if t.name in SOURCES})
         # |observation| bounds: PLAUSIBLE in observation units, inf elsewhere; NaN fails the test too
-        self.obs_bound = np.concatenate([np.abs(np.asarray(t.scale)) * PLAUSIBLE.get(t.name, np.inf)
-                                         for t in self.layout.terms])
+        self.obs_bound = np.concatenate(
+            [np.abs(np.asarray(t.scale)) * PLAUSIBLE.get(t.name, np.inf) for t in self.layout.terms]
+        )
         self.output_type = output_type
         self._cmd_msg = Float64MultiArray()  # one message, refilled each tick
         self._zero_command = np.zeros(3)
@@ -142,7 +167,9 @@ class PolicyNode(Node):
 
         self._pub_cmd = self.create_lifecycle_publisher(
             Float64MultiArray if output_type == "float64_array" else JointTrajectory,
-            "/joint_commands" if output_type == "float64_array" else "/joint_trajectory", 10)
+            "/joint_commands" if output_type == "float64_array" else "/joint_trajectory",
+            10,
+        )
         self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, "/diagnostics", 10)
         self._subs = [
             self.create_subscription(JointState, "/joint_states", self._on_joints, qos_profile_sensor_data),
@@ -150,8 +177,10 @@ class PolicyNode(Node):
             self.create_subscription(Odometry, "/odom", self._on_odom, qos_profile_sensor_data),
             self.create_subscription(Twist, "/cmd_vel", self._on_cmd_vel, 10),
         ]
-        self.get_logger().info(f"configured {artifact}: {m.robot['name']}, {m.action_dim} joints, "
-                               f"{1 / self.period:.0f} Hz, {policy.backend} ({policy.reason})")
+        self.get_logger().info(
+            f"configured {artifact}: {m.robot['name']}, {m.action_dim} joints, "
+            f"{1 / self.period:.0f} Hz, {policy.backend} ({policy.reason})"
+        )
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
@@ -337,8 +366,12 @@ class PolicyNode(Node):
 
     def _publish_diagnostics(self) -> None:
         lat = np.array(self.latencies) * 1000 if self.latencies else np.zeros(1)
-        status = DiagnosticStatus(level=self.level, name="policy_node", message=self.message,
-                                  hardware_id=self.policy.manifest.robot["name"] if self.policy else "")
+        status = DiagnosticStatus(
+            level=self.level,
+            name="policy_node",
+            message=self.message,
+            hardware_id=self.policy.manifest.robot["name"] if self.policy else "",
+        )
         pairs = {
             "backend": self.policy.backend if self.policy else "none",
             "latency_p50_ms": f"{np.percentile(lat, 50):.3f}",

@@ -48,11 +48,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=20.0, help="simulated seconds (default 20)")
     p.add_argument("--field-twin", default="", help="YAML of hidden twin parameters (default: nominal twin)")
     p.add_argument("--commands", default=str(DEFAULT_COMMANDS), help="YAML list of {vx, vy, wz, duration_s}")
-    p.add_argument("--instructions", default="", help="YAML list of {t_s, text} for instruction_node "
-                   "(replaces --commands; needs --instruction-model)")
+    p.add_argument(
+        "--instructions",
+        default="",
+        help="YAML list of {t_s, text} for instruction_node (replaces --commands; needs --instruction-model)",
+    )
     p.add_argument("--instruction-model", default="", help="instruction model directory (sim2real rlhf output)")
-    p.add_argument("--instruction-backend", default="transformers", help="instruction_node backend: transformers, "
-                   "vllm")
+    p.add_argument("--instruction-backend", default="transformers", help="instruction_node backend: transformers, vllm")
     p.add_argument("--record", default="", help="record MCAP field logs into this directory")
     p.add_argument("--backend", default="auto", help="policy backend: auto, tensorrt, onnxruntime")
     p.add_argument("--real-time", action="store_true", help="wall-clock pace instead of lockstep")
@@ -79,8 +81,10 @@ def load_commands(path: str | Path) -> list[Segment]:
     if not isinstance(raw, list) or not raw:
         raise ValueError(f"{path}: expected a non-empty list of {{vx, vy, wz, duration_s}}")
     try:
-        segments = [Segment(float(s.get("vx", 0)), float(s.get("vy", 0)), float(s.get("wz", 0)),
-                            float(s["duration_s"])) for s in raw]
+        segments = [
+            Segment(float(s.get("vx", 0)), float(s.get("vy", 0)), float(s.get("wz", 0)), float(s["duration_s"]))
+            for s in raw
+        ]
     except (KeyError, TypeError, AttributeError, ValueError):
         raise ValueError(f"{path}: each segment needs numeric vx, vy, wz and duration_s") from None
     if any(s.duration_s <= 0 for s in segments):
@@ -122,8 +126,12 @@ def tracking_kpis(samples: np.ndarray, dt: float, min_base_height: float) -> dic
     commands, lin, ang = samples[:, 1:4], np.zeros((len(samples), 3)), np.zeros((len(samples), 3))
     lin[:, :2], ang[:, 2] = samples[:, 4:6], samples[:, 6]
     err_lin, err_ang = tracking_errors(commands, lin, ang, settled(commands, dt, SETTLE_S))
-    return {"samples": int(len(samples)), "tracking_error_lin": float(err_lin), "tracking_error_ang": float(err_ang),
-            "falls": int(count_events(samples[:, 7] < min_base_height))}
+    return {
+        "samples": int(len(samples)),
+        "tracking_error_lin": float(err_lin),
+        "tracking_error_ang": float(err_ang),
+        "falls": int(count_events(samples[:, 7] < min_base_height)),
+    }
 
 
 def displacement(samples: np.ndarray) -> dict:
@@ -170,8 +178,9 @@ class Operator:
     """The run's operator node: plays the /cmd_vel or /instruction script on the robot's clock (the /odom stamps:
     simulated time in lockstep) and records, per /odom, the command in force and the robot's motion."""
 
-    def __init__(self, node, segments: list[Segment] | None, instructions: list[Instruction] | None, dt: float,
-                 lockstep: bool):
+    def __init__(
+        self, node, segments: list[Segment] | None, instructions: list[Instruction] | None, dt: float, lockstep: bool
+    ):
         from geometry_msgs.msg import Twist
         from nav_msgs.msg import Odometry
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -191,12 +200,14 @@ class Operator:
         self.pub_instruction = node.create_publisher(String, "/instruction", 10)
         node.create_subscription(Odometry, "/odom", self._on_odom, qos_profile_sensor_data)
         if not lockstep:
-            node.create_subscription(Float64MultiArray, "/joint_commands",
-                                     lambda _: setattr(self, "commanding", True), 10)
+            node.create_subscription(
+                Float64MultiArray, "/joint_commands", lambda _: setattr(self, "commanding", True), 10
+            )
         if instructions:  # the reference is what instruction_node commands
             node.create_subscription(Twist, "/cmd_vel", self._on_cmd_vel, 10)
-            latched = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            latched = QoSProfile(
+                depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+            )
             node.create_subscription(String, "/instruction_node/plan", self._on_plan, latched)
 
     @property
@@ -247,9 +258,15 @@ class Operator:
             match = next((p for p in plans if p.get("instruction") == entry["text"][:200]), None)
             if match is not None:
                 plans.remove(match)
-            out.append({**entry, "plan": match and match["plan"], "valid": match and match["valid"],
-                        "warnings": match["warnings"] if match else [],
-                        "planned_at_s": round(match["t_s"], 3) if match else None})
+            out.append(
+                {
+                    **entry,
+                    "plan": match and match["plan"],
+                    "valid": match and match["valid"],
+                    "warnings": match["warnings"] if match else [],
+                    "planned_at_s": round(match["t_s"], 3) if match else None,
+                }
+            )
         return out
 
 
@@ -270,8 +287,11 @@ class LifecycleClient:
         """True once the node is in the transition's goal state."""
         from lifecycle_msgs.msg import Transition
 
-        wait_for(f"{self.name}'s lifecycle services",
-                 lambda: self.change.service_is_ready() and self.get.service_is_ready(), 60)
+        wait_for(
+            f"{self.name}'s lifecycle services",
+            lambda: self.change.service_is_ready() and self.get.service_is_ready(),
+            60,
+        )
         reply = self._call(self.change, self.ChangeState.Request(transition=Transition(id=transition_id)), wait_for)
         if reply is None:  # lost: ask where the node is
             state = None
@@ -292,10 +312,20 @@ class LifecycleClient:
         return future.result()
 
 
-def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str | Path = DEFAULT_COMMANDS,
-            record: str = "", backend: str = "auto", real_time: bool = False, allow_unvalidated: bool = False,
-            instructions: str | Path | None = None, instruction_model: str | Path | None = None,
-            instruction_backend: str = "transformers", progress=None) -> dict:
+def run_sil(
+    artifact: str,
+    duration: float,
+    field_twin: str = "",
+    commands: str | Path = DEFAULT_COMMANDS,
+    record: str = "",
+    backend: str = "auto",
+    real_time: bool = False,
+    allow_unvalidated: bool = False,
+    instructions: str | Path | None = None,
+    instruction_model: str | Path | None = None,
+    instruction_backend: str = "transformers",
+    progress=None,
+) -> dict:
     """Run the node set for `duration` simulated seconds; return the KPI summary. With `instructions` (a script
     of {t_s, text}) instruction_node runs `instruction_model` and its /cmd_vel is both the policy's command and
     the reference the KPIs score against; without, the /cmd_vel script `commands` is."""
@@ -318,22 +348,52 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
         script, segments = None, load_commands(commands)
     lockstep, sim_time = not real_time, str(not real_time).lower()
     log_dir = Path(tempfile.mkdtemp(prefix="sil-logs-"))
-    procs = [_start("sim_bridge_node", {"robot": robot.name, "field_twin": field_twin or "''",
-                                        "lockstep": sim_time, "lockstep_timeout_s": RESEND_S}, log_dir),
-             # configured and activated from here, as a lifecycle manager would, once everything is connected
-             _start("policy_node", {"artifact": artifact, "backend": backend, "use_sim_time": sim_time,
-                                    "trigger": "joint_states" if lockstep else "timer", "autostart": "false",
-                                    "allow_unvalidated": str(allow_unvalidated).lower()}, log_dir)]
+    procs = [
+        _start(
+            "sim_bridge_node",
+            {
+                "robot": robot.name,
+                "field_twin": field_twin or "''",
+                "lockstep": sim_time,
+                "lockstep_timeout_s": RESEND_S,
+            },
+            log_dir,
+        ),
+        # configured and activated from here, as a lifecycle manager would, once everything is connected
+        _start(
+            "policy_node",
+            {
+                "artifact": artifact,
+                "backend": backend,
+                "use_sim_time": sim_time,
+                "trigger": "joint_states" if lockstep else "timer",
+                "autostart": "false",
+                "allow_unvalidated": str(allow_unvalidated).lower(),
+            },
+            log_dir,
+        ),
+    ]
     if record:
         procs.append(_start("field_recorder", {"output_dir": record, "use_sim_time": sim_time}, log_dir))
     if script:
-        procs.append(_start("instruction_node", {"model": instruction_model, "backend": instruction_backend,
-                                                 "artifact": artifact, "use_sim_time": sim_time}, log_dir))
+        procs.append(
+            _start(
+                "instruction_node",
+                {
+                    "model": instruction_model,
+                    "backend": instruction_backend,
+                    "artifact": artifact,
+                    "use_sim_time": sim_time,
+                },
+                log_dir,
+            )
+        )
 
     context = rclpy.Context()
     rclpy.init(context=context)
-    node = rclpy.create_node("sil_operator", context=context,
-                             parameter_overrides=[Parameter("use_sim_time", value=lockstep)])
+    node = rclpy.create_node(
+        "sil_operator", context=context, parameter_overrides=[Parameter("use_sim_time", value=lockstep)]
+    )
     operator = Operator(node, segments, script, robot.control_dt, lockstep)
     executor = rclpy.executors.SingleThreadedExecutor(context=context)
     executor.add_node(node)
@@ -365,8 +425,14 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
         lifecycle = LifecycleClient(node, "policy_node")
         if not lifecycle.transition(Transition.TRANSITION_CONFIGURE, wait_for):
             raise UserError(f"policy_node: {_last_line(log_dir, 'policy_node', 'ERROR')} (logs: {log_dir})")
-        wait_for("policy_node's topics", lambda: subscribed("policy_node", "/cmd_vel") and any(
-            i.node_name == "policy_node" for i in node.get_publishers_info_by_topic("/joint_commands")), 60)
+        wait_for(
+            "policy_node's topics",
+            lambda: (
+                subscribed("policy_node", "/cmd_vel")
+                and any(i.node_name == "policy_node" for i in node.get_publishers_info_by_topic("/joint_commands"))
+            ),
+            60,
+        )
         if segments:
             wait_for("policy_node's /cmd_vel", lambda: all_matched(operator.pub_cmd, "/cmd_vel"), 60)
         if not lifecycle.transition(Transition.TRANSITION_ACTIVATE, wait_for):
@@ -386,9 +452,15 @@ def run_sil(artifact: str, duration: float, field_twin: str = "", commands: str 
         rclpy.shutdown(context=context)
         _stop(procs)
     samples = np.array(operator.samples)
-    summary = {"robot": robot.name, "artifact": str(artifact), "field_twin": field_twin, "duration_s": duration,
-               "lockstep": lockstep, **tracking_kpis(samples, robot.control_dt, robot.termination.min_base_height),
-               "displacement": displacement(samples)}
+    summary = {
+        "robot": robot.name,
+        "artifact": str(artifact),
+        "field_twin": field_twin,
+        "duration_s": duration,
+        "lockstep": lockstep,
+        **tracking_kpis(samples, robot.control_dt, robot.termination.min_base_height),
+        "displacement": displacement(samples),
+    }
     if script:
         summary["instructions"] = operator.executed()
     return summary
@@ -401,23 +473,40 @@ def run(args: argparse.Namespace) -> int:
 
     with Progress(console=Console(stderr=True)) as bar:
         task = bar.add_task("software in the loop (simulated s)", total=args.duration)
-        summary = run_sil(args.artifact, args.duration, args.field_twin, args.commands, args.record, args.backend,
-                          args.real_time, args.allow_unvalidated, args.instructions or None,
-                          args.instruction_model or None, args.instruction_backend,
-                          progress=lambda t: bar.update(task, completed=t))
-    table = Table(title=f"{summary['robot']}, {args.duration:g} s simulated",
-                  caption=f"means after {SETTLE_S:g} s settling per command")
+        summary = run_sil(
+            args.artifact,
+            args.duration,
+            args.field_twin,
+            args.commands,
+            args.record,
+            args.backend,
+            args.real_time,
+            args.allow_unvalidated,
+            args.instructions or None,
+            args.instruction_model or None,
+            args.instruction_backend,
+            progress=lambda t: bar.update(task, completed=t),
+        )
+    table = Table(
+        title=f"{summary['robot']}, {args.duration:g} s simulated",
+        caption=f"means after {SETTLE_S:g} s settling per command",
+    )
     table.add_column("KPI")
     table.add_column("value", justify="right")
     for key in ("tracking_error_lin", "tracking_error_ang", "falls", "samples"):
         table.add_row(key, f"{summary[key]:.3f}" if isinstance(summary[key], float) else str(summary[key]))
     d = summary["displacement"]
-    table.add_row("moved (start frame)", f"{d['forward_m']:+.2f} m fwd, {d['left_m']:+.2f} m left, "
-                  f"{math.degrees(d['yaw_rad']):+.0f} deg")
+    table.add_row(
+        "moved (start frame)",
+        f"{d['forward_m']:+.2f} m fwd, {d['left_m']:+.2f} m left, {math.degrees(d['yaw_rad']):+.0f} deg",
+    )
     Console().print(table)
     for entry in summary.get("instructions", []):
-        plan = "preempted or still generating" if entry["plan"] is None else \
-            ", ".join(f"({s['vx']:g}, {s['wz']:g}) for {s['duration_s']:g} s" for s in entry["plan"])
+        plan = (
+            "preempted or still generating"
+            if entry["plan"] is None
+            else ", ".join(f"({s['vx']:g}, {s['wz']:g}) for {s['duration_s']:g} s" for s in entry["plan"])
+        )
         Console().print(f"t = {entry['t_s']:5.1f} s  {entry['text']!r}: {plan}")
     if args.json:
         from edge.fileio import atomic_write_bytes

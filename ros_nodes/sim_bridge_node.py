@@ -41,16 +41,24 @@ class SimBridge(Node):
         self.declare_parameter("robot", "rover", describe("robot name or YAML path"))
         self.declare_parameter("field_twin", "", describe("YAML of hidden twin parameters; '' = nominal"))
         self.declare_parameter("lockstep", False, describe("own /clock and step when commands arrive"))
-        self.declare_parameter("lockstep_timeout_s", 1.0, describe(
-            "send a state again when no command answered it for this wall time", low=0.01, high=60.0))
+        self.declare_parameter(
+            "lockstep_timeout_s",
+            1.0,
+            describe("send a state again when no command answered it for this wall time", low=0.01, high=60.0),
+        )
         self.declare_parameter("seed", 0, describe("twin seed"))
         self.lockstep = bool(self.get_parameter("lockstep").value)
         self.timeout_s = float(self.get_parameter("lockstep_timeout_s").value)
 
         field = str(self.get_parameter("field_twin").value)
-        self.twin = BatchedTwin(str(self.get_parameter("robot").value), num_envs=1,
-                                seed=int(self.get_parameter("seed").value),
-                                randomization=RandomizationConfig(enabled=False), resample_commands=False, nthread=0)
+        self.twin = BatchedTwin(
+            str(self.get_parameter("robot").value),
+            num_envs=1,
+            seed=int(self.get_parameter("seed").value),
+            randomization=RandomizationConfig(enabled=False),
+            resample_commands=False,
+            nthread=0,
+        )
         self.twin.max_episode_steps = np.iinfo(np.int64).max  # the robot runs until stopped, not in episodes
         self.twin.reset()
         if field:
@@ -84,9 +92,11 @@ class SimBridge(Node):
         targets = np.asarray(msg.data, dtype=np.float64)
         if targets.shape != (self.twin.spec.num_actions,) or not np.all(np.isfinite(targets)):
             self.bad_commands += 1
-            self.get_logger().warn(f"ignored /joint_commands of {targets.size} values (expected "
-                                   f"{self.twin.spec.num_actions} finite targets); holding the last one",
-                                   throttle_duration_sec=1.0)
+            self.get_logger().warn(
+                f"ignored /joint_commands of {targets.size} values (expected "
+                f"{self.twin.spec.num_actions} finite targets); holding the last one",
+                throttle_duration_sec=1.0,
+            )
             return
         self.action = self.twin.actions_from_targets(targets)[None]
         if self.lockstep:
@@ -98,8 +108,10 @@ class SimBridge(Node):
         # between the policy and the twin, after which every command would land one step late.
         if time.monotonic() - self._last_publish_wall >= self.timeout_s:
             self.resends += 1
-            self.get_logger().warn(f"no /joint_commands for {self.timeout_s:g} s: sending the state again "
-                                   f"({self.resends} so far)", throttle_duration_sec=5.0)
+            self.get_logger().warn(
+                f"no /joint_commands for {self.timeout_s:g} s: sending the state again ({self.resends} so far)",
+                throttle_duration_sec=5.0,
+            )
             self._publish()
 
     def _step(self) -> None:

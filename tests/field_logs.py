@@ -12,15 +12,27 @@ from rosbags.typesys import Stores, get_typestore
 JOINTS = ["left_wheel_joint", "right_wheel_joint"]
 
 
-def write_log(path: Path, commands: list[tuple[float, float, float, float]], lag: float = 0.0, dt: float = 0.02,
-              chunk_size: int = 2048) -> Path:
+def write_log(
+    path: Path,
+    commands: list[tuple[float, float, float, float]],
+    lag: float = 0.0,
+    dt: float = 0.02,
+    chunk_size: int = 2048,
+) -> Path:
     """commands: (seconds, vx, vy, wz) segments. The 'robot' reaches each command with a first-order lag of
     `lag` seconds' time constant and keeps a steady error proportional to `lag` (a drifted robot is laggier)."""
     store = get_typestore(Stores.ROS2_JAZZY)
     with open(path, "wb") as f:
         writer = Writer(f, chunk_size=chunk_size)
-        schemas = {t: writer.register_msgdef(t, store.generate_msgdef(t, ros_version=2)[0]) for t in (
-            "geometry_msgs/msg/Twist", "nav_msgs/msg/Odometry", "sensor_msgs/msg/Imu", "sensor_msgs/msg/JointState")}
+        schemas = {
+            t: writer.register_msgdef(t, store.generate_msgdef(t, ros_version=2)[0])
+            for t in (
+                "geometry_msgs/msg/Twist",
+                "nav_msgs/msg/Odometry",
+                "sensor_msgs/msg/Imu",
+                "sensor_msgs/msg/JointState",
+            )
+        }
         vel, t_ns = np.zeros(3), 0
         alpha = dt / (lag + dt)
         for seconds, vx, vy, wz in commands:
@@ -28,29 +40,64 @@ def write_log(path: Path, commands: list[tuple[float, float, float, float]], lag
             for _ in range(int(round(seconds / dt))):
                 vel = vel + alpha * (cmd * (1 - lag) - vel)
                 vec = {"x": 0.0, "y": 0.0, "z": 0.0}
-                writer.write_message("/cmd_vel", schemas["geometry_msgs/msg/Twist"], {
-                    "linear": {**vec, "x": vx, "y": vy}, "angular": {**vec, "z": wz}}, log_time=t_ns)
+                writer.write_message(
+                    "/cmd_vel",
+                    schemas["geometry_msgs/msg/Twist"],
+                    {"linear": {**vec, "x": vx, "y": vy}, "angular": {**vec, "z": wz}},
+                    log_time=t_ns,
+                )
                 stamp = {"sec": t_ns // 10**9, "nanosec": t_ns % 10**9}
-                writer.write_message("/imu/data", schemas["sensor_msgs/msg/Imu"], {
-                    "header": {"stamp": stamp, "frame_id": "imu_link"},
-                    "orientation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0},
-                    "angular_velocity": {**vec, "z": float(vel[2])}}, log_time=t_ns)
-                writer.write_message("/joint_states", schemas["sensor_msgs/msg/JointState"], {
-                    "header": {"stamp": stamp}, "name": JOINTS, "position": [0.0, 0.0],
-                    "velocity": [float(vel[0] * 10), float(vel[0] * 10)], "effort": []}, log_time=t_ns)
-                writer.write_message("/odom", schemas["nav_msgs/msg/Odometry"], {
-                    "header": {"stamp": stamp, "frame_id": "odom"}, "child_frame_id": "base_link",
-                    "pose": {"pose": {"position": {**vec, "z": 0.1}, "orientation": {"x": 0.0, "y": 0.0, "z": 0.0,
-                                                                                    "w": 1.0}}},
-                    "twist": {"twist": {"linear": {**vec, "x": float(vel[0]), "y": float(vel[1])},
-                                        "angular": {**vec, "z": float(vel[2])}}}}, log_time=t_ns)
+                writer.write_message(
+                    "/imu/data",
+                    schemas["sensor_msgs/msg/Imu"],
+                    {
+                        "header": {"stamp": stamp, "frame_id": "imu_link"},
+                        "orientation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0},
+                        "angular_velocity": {**vec, "z": float(vel[2])},
+                    },
+                    log_time=t_ns,
+                )
+                writer.write_message(
+                    "/joint_states",
+                    schemas["sensor_msgs/msg/JointState"],
+                    {
+                        "header": {"stamp": stamp},
+                        "name": JOINTS,
+                        "position": [0.0, 0.0],
+                        "velocity": [float(vel[0] * 10), float(vel[0] * 10)],
+                        "effort": [],
+                    },
+                    log_time=t_ns,
+                )
+                writer.write_message(
+                    "/odom",
+                    schemas["nav_msgs/msg/Odometry"],
+                    {
+                        "header": {"stamp": stamp, "frame_id": "odom"},
+                        "child_frame_id": "base_link",
+                        "pose": {
+                            "pose": {
+                                "position": {**vec, "z": 0.1},
+                                "orientation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0},
+                            }
+                        },
+                        "twist": {
+                            "twist": {
+                                "linear": {**vec, "x": float(vel[0]), "y": float(vel[1])},
+                                "angular": {**vec, "z": float(vel[2])},
+                            }
+                        },
+                    },
+                    log_time=t_ns,
+                )
                 t_ns += int(dt * 1e9)
         writer.finish()
     return path
 
 
-def write_twin_log(path: Path, artifact: Path, twin_params: dict, commands: list[tuple[float, float, float, float]],
-                   seed: int = 0) -> Path:
+def write_twin_log(
+    path: Path, artifact: Path, twin_params: dict, commands: list[tuple[float, float, float, float]], seed: int = 0
+) -> Path:
     """A field log as `sim2real sil --field-twin --record` makes it, without ROS: the artifact drives a twin with
     hidden parameters `twin_params` in closed loop (ONNX Runtime, safety filter, as policy_node runs it), and the
     topics the robot and the policy node publish are written with their header stamps, in their order.
@@ -60,8 +107,14 @@ def write_twin_log(path: Path, artifact: Path, twin_params: dict, commands: list
     from sim.twin import BatchedTwin
 
     policy = load_policy(artifact, "onnxruntime")
-    twin = BatchedTwin(policy.manifest.robot["name"], num_envs=1, seed=seed,
-                       randomization=RandomizationConfig(enabled=False), resample_commands=False, nthread=1)
+    twin = BatchedTwin(
+        policy.manifest.robot["name"],
+        num_envs=1,
+        seed=seed,
+        randomization=RandomizationConfig(enabled=False),
+        resample_commands=False,
+        nthread=1,
+    )
     spec = twin.spec
     twin.max_episode_steps = np.iinfo(np.int64).max
     twin.reset()
@@ -71,9 +124,16 @@ def write_twin_log(path: Path, artifact: Path, twin_params: dict, commands: list
     dt_ns = int(round(spec.control_dt * 1e9))
     with open(path, "wb") as f:
         writer = Writer(f)
-        schemas = {t: writer.register_msgdef(t, store.generate_msgdef(t, ros_version=2)[0]) for t in (
-            "geometry_msgs/msg/Twist", "nav_msgs/msg/Odometry", "sensor_msgs/msg/Imu", "sensor_msgs/msg/JointState",
-            "std_msgs/msg/Float64MultiArray")}
+        schemas = {
+            t: writer.register_msgdef(t, store.generate_msgdef(t, ros_version=2)[0])
+            for t in (
+                "geometry_msgs/msg/Twist",
+                "nav_msgs/msg/Odometry",
+                "sensor_msgs/msg/Imu",
+                "sensor_msgs/msg/JointState",
+                "std_msgs/msg/Float64MultiArray",
+            )
+        }
         t_ns = 0
         for seconds, vx, vy, wz in commands:
             twin.set_commands(np.array([vx, vy, wz]))
@@ -83,24 +143,65 @@ def write_twin_log(path: Path, artifact: Path, twin_params: dict, commands: list
                 stamp = {"sec": t_ns // 10**9, "nanosec": t_ns % 10**9}
                 w, x, y, z = (float(v) for v in s["base_quat"][0])
                 vec = {"x": 0.0, "y": 0.0, "z": 0.0}
-                writer.write_message("/cmd_vel", schemas["geometry_msgs/msg/Twist"], {
-                    "linear": {**vec, "x": vx, "y": vy}, "angular": {**vec, "z": wz}}, log_time=t_ns)
-                writer.write_message("/imu/data", schemas["sensor_msgs/msg/Imu"], {
-                    "header": {"stamp": stamp, "frame_id": "imu_link"}, "orientation": {"x": x, "y": y, "z": z, "w": w},
-                    "angular_velocity": dict(zip("xyz", map(float, ang[0]), strict=True))}, log_time=t_ns)
-                writer.write_message("/odom", schemas["nav_msgs/msg/Odometry"], {
-                    "header": {"stamp": stamp, "frame_id": "odom"}, "child_frame_id": "base_link",
-                    "pose": {"pose": {"position": dict(zip("xyz", map(float, s["base_pos"][0]), strict=True)),
-                                      "orientation": {"x": x, "y": y, "z": z, "w": w}}},
-                    "twist": {"twist": {"linear": dict(zip("xyz", map(float, lin[0]), strict=True)),
-                                        "angular": dict(zip("xyz", map(float, ang[0]), strict=True))}}}, log_time=t_ns)
-                writer.write_message("/joint_states", schemas["sensor_msgs/msg/JointState"], {
-                    "header": {"stamp": stamp}, "name": list(spec.joints), "position": s["joint_pos"][0].tolist(),
-                    "velocity": s["joint_vel"][0].tolist(), "effort": []}, log_time=t_ns)
+                writer.write_message(
+                    "/cmd_vel",
+                    schemas["geometry_msgs/msg/Twist"],
+                    {"linear": {**vec, "x": vx, "y": vy}, "angular": {**vec, "z": wz}},
+                    log_time=t_ns,
+                )
+                writer.write_message(
+                    "/imu/data",
+                    schemas["sensor_msgs/msg/Imu"],
+                    {
+                        "header": {"stamp": stamp, "frame_id": "imu_link"},
+                        "orientation": {"x": x, "y": y, "z": z, "w": w},
+                        "angular_velocity": dict(zip("xyz", map(float, ang[0]), strict=True)),
+                    },
+                    log_time=t_ns,
+                )
+                writer.write_message(
+                    "/odom",
+                    schemas["nav_msgs/msg/Odometry"],
+                    {
+                        "header": {"stamp": stamp, "frame_id": "odom"},
+                        "child_frame_id": "base_link",
+                        "pose": {
+                            "pose": {
+                                "position": dict(zip("xyz", map(float, s["base_pos"][0]), strict=True)),
+                                "orientation": {"x": x, "y": y, "z": z, "w": w},
+                            }
+                        },
+                        "twist": {
+                            "twist": {
+                                "linear": dict(zip("xyz", map(float, lin[0]), strict=True)),
+                                "angular": dict(zip("xyz", map(float, ang[0]), strict=True)),
+                            }
+                        },
+                    },
+                    log_time=t_ns,
+                )
+                writer.write_message(
+                    "/joint_states",
+                    schemas["sensor_msgs/msg/JointState"],
+                    {
+                        "header": {"stamp": stamp},
+                        "name": list(spec.joints),
+                        "position": s["joint_pos"][0].tolist(),
+                        "velocity": s["joint_vel"][0].tolist(),
+                        "effort": [],
+                    },
+                    log_time=t_ns,
+                )
                 action = policy.act(twin.observations)
-                writer.write_message("/joint_commands", schemas["std_msgs/msg/Float64MultiArray"], {
-                    "layout": {"dim": [], "data_offset": 0},
-                    "data": (spec.action_scale * action[0] + offset).tolist()}, log_time=t_ns)
+                writer.write_message(
+                    "/joint_commands",
+                    schemas["std_msgs/msg/Float64MultiArray"],
+                    {
+                        "layout": {"dim": [], "data_offset": 0},
+                        "data": (spec.action_scale * action[0] + offset).tolist(),
+                    },
+                    log_time=t_ns,
+                )
                 twin.step(action)
                 t_ns += dt_ns
         writer.finish()

@@ -46,8 +46,9 @@ def test_recording_is_finalised_and_readable(tmp_path, stop_signal):
 def test_segments_rotate(tmp_path):
     out = tmp_path / "logs"
     with node_process("ros_nodes.sim_bridge_node", "robot:=rover"):
-        with node_process("ros_nodes.field_recorder", f"output_dir:={out}", "segment_s:=1.0",
-                          "topics:=['/joint_states']"):
+        with node_process(
+            "ros_nodes.field_recorder", f"output_dir:={out}", "segment_s:=1.0", "topics:=['/joint_states']"
+        ):
             time.sleep(8.0)
     segments = sorted(p for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert len(segments) >= 3

@@ -55,8 +55,9 @@ def required_parameters(executable: str) -> list[Parameter]:
 
 def declared_parameters(module_name: str, tmp_path: Path, overrides: list[Parameter] | None = None) -> set[str]:
     module = importlib.import_module(module_name)
-    cls = next(c for _, c in inspect.getmembers(module, inspect.isclass)
-               if issubclass(c, Node) and c.__module__ == module_name)
+    cls = next(
+        c for _, c in inspect.getmembers(module, inspect.isclass) if issubclass(c, Node) and c.__module__ == module_name
+    )
     os.environ.update({k: v for k, v in ros_env().items() if k.startswith("ROS_")})
     cwd = os.getcwd()
     os.chdir(tmp_path)  # the recorder creates its output directory

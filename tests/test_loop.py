@@ -39,8 +39,9 @@ def test_loop_interrupted_resumed_reported(tmp_path):
     out = tmp_path / "loop"
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - the subprocess writes it
     # 1. Ctrl-C (SIGINT to the process group, as a terminal sends it) while the instruction stage runs
-    first = subprocess.Popen(_loop(out), cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+    first = subprocess.Popen(
+        _loop(out), cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 420
         while "validate" not in _state(out)["stages"]:
@@ -94,8 +95,14 @@ def test_loop_interrupted_resumed_reported(tmp_path):
 
 def test_loop_refuses_bad_input_in_one_line(tmp_path):
     out = tmp_path / "loop"
-    missing = subprocess.run(_loop(out, "--field-twin", str(tmp_path / "nope.yaml")), cwd=REPO, env=_env(),
-                             capture_output=True, text=True, timeout=60)
+    missing = subprocess.run(
+        _loop(out, "--field-twin", str(tmp_path / "nope.yaml")),
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing.returncode == 2 and "nope.yaml" in missing.stderr and "Traceback" not in missing.stderr
     out.mkdir()
     (out / "loop.json").write_text(json.dumps({"config": {"robot": "rover", "budget": "quick"}, "stages": {}}))

@@ -18,14 +18,35 @@ def test_package_xml_is_valid_format_3():
     assert pkg.licenses and pkg.maintainers
     assert pkg.get_build_type() == "ament_python"
     exec_deps = {d.name for d in pkg.exec_depends}
-    for dep in ("rclpy", "std_msgs", "sensor_msgs", "geometry_msgs", "nav_msgs", "diagnostic_msgs", "launch",
-                "launch_ros"):
+    for dep in (
+        "rclpy",
+        "std_msgs",
+        "sensor_msgs",
+        "geometry_msgs",
+        "nav_msgs",
+        "diagnostic_msgs",
+        "launch",
+        "launch_ros",
+    ):
         assert dep in exec_deps, dep
 
 
 def test_layout_matches_design():
-    for path in ("package.xml", "setup.py", "setup.cfg", "resource/edge", "ros_nodes", "training", "sim", "edge",
-                 "launch", "tests", "config", "benchmarks", "docs"):
+    for path in (
+        "package.xml",
+        "setup.py",
+        "setup.cfg",
+        "resource/edge",
+        "ros_nodes",
+        "training",
+        "sim",
+        "edge",
+        "launch",
+        "tests",
+        "config",
+        "benchmarks",
+        "docs",
+    ):
         assert (ROOT / path).exists(), path
 
 

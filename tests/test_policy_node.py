@@ -148,8 +148,9 @@ def test_joint_states_trigger_waits_for_the_inputs_of_the_same_instant(rover_art
     """trigger=joint_states ticks once per /joint_states, on the /imu/data and /odom stamped with its instant: not
     on the previous ones, which the executor may still hold when /joint_states is served first."""
     with (
-        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", ALLOW, "trigger:=joint_states",
-                     "stale_periods:=100") as proc,  # a 2 s watchdog stays out of the way
+        node_process(
+            "ros_nodes.policy_node", f"artifact:={rover_artifact}", ALLOW, "trigger:=joint_states", "stale_periods:=100"
+        ) as proc,  # a 2 s watchdog stays out of the way
         probe_node() as (node, ex),
     ):
         rover = FakeRover(node)
@@ -198,8 +199,12 @@ def _lifecycle(node, ex):
     end = time.monotonic() + 30
     while call(get, GetState.Request(), 2.0) is None and time.monotonic() < end:
         pass
-    goal = {Transition.TRANSITION_CONFIGURE: "inactive", Transition.TRANSITION_ACTIVATE: "active",
-            Transition.TRANSITION_DEACTIVATE: "inactive", Transition.TRANSITION_CLEANUP: "unconfigured"}
+    goal = {
+        Transition.TRANSITION_CONFIGURE: "inactive",
+        Transition.TRANSITION_ACTIVATE: "active",
+        Transition.TRANSITION_DEACTIVATE: "inactive",
+        Transition.TRANSITION_CLEANUP: "unconfigured",
+    }
 
     def transition(tid):
         before = state()

@@ -8,14 +8,22 @@ from training.cli import main
 SCRIPT = [(1.0, 0.5, 0.0, 0.0)]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["retrain", "--logs", "{tmp}/none", "--artifact", "{tmp}", "--out", "{tmp}/out"], "no field log at"),
-    (["retrain", "--logs", "{tmp}/logs", "--artifact", "{tmp}/policy", "--out", "{tmp}/out"], "manifest"),
-    (["retrain", "--logs", "{tmp}/logs", "--artifact", "{tmp}/policy", "--budget", "huge", "--out", "{tmp}/out"],
-     "unknown retraining budget 'huge'"),
-    (["lineage", "{tmp}", "--registry", "{tmp}/none.sqlite"], "no lineage registry"),
-    (["lineage", "not-a-hash", "--registry", "{tmp}/registry.sqlite"], "neither an artifact directory nor a sha256"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["retrain", "--logs", "{tmp}/none", "--artifact", "{tmp}", "--out", "{tmp}/out"], "no field log at"),
+        (["retrain", "--logs", "{tmp}/logs", "--artifact", "{tmp}/policy", "--out", "{tmp}/out"], "manifest"),
+        (
+            ["retrain", "--logs", "{tmp}/logs", "--artifact", "{tmp}/policy", "--budget", "huge", "--out", "{tmp}/out"],
+            "unknown retraining budget 'huge'",
+        ),
+        (["lineage", "{tmp}", "--registry", "{tmp}/none.sqlite"], "no lineage registry"),
+        (
+            ["lineage", "not-a-hash", "--registry", "{tmp}/registry.sqlite"],
+            "neither an artifact directory nor a sha256",
+        ),
+    ],
+)
 def test_bad_input_is_one_line(tmp_path, capsys, argv, message):
     (tmp_path / "logs").mkdir()
     write_log(tmp_path / "logs" / "a.mcap", SCRIPT)

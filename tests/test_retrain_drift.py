@@ -25,8 +25,9 @@ def test_trigger_fires_on_drifted_logs_with_a_reason(tmp_path, baseline):
     kpis, episodes = field_kpis(drifted, LIMITS)
     decision = decide(kpis, episodes, baseline, TriggerPolicy.from_yaml())
     assert decision.retrain and episodes == 8
-    assert any(r.startswith("tracking error") and "in field vs" in r and "threshold 2x" in r
-               for r in decision.reasons), decision.reasons
+    assert any(
+        r.startswith("tracking error") and "in field vs" in r and "threshold 2x" in r for r in decision.reasons
+    ), decision.reasons
 
 
 def test_trigger_stays_silent_on_nominal_logs(tmp_path, baseline):

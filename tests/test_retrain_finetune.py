@@ -9,8 +9,16 @@ from training.ppo.config import ConfigError, PPOConfig
 from training.ppo.runner import PPORunner
 from training.retrain.config import RetrainConfig
 
-SMALL = {"num_envs": 16, "eval_envs": 4, "num_steps_per_env": 4, "num_mini_batches": 2, "iterations": 1,
-         "actor_hidden_dims": [16], "critic_hidden_dims": [16], "nthread": 1}
+SMALL = {
+    "num_envs": 16,
+    "eval_envs": 4,
+    "num_steps_per_env": 4,
+    "num_mini_batches": 2,
+    "iterations": 1,
+    "actor_hidden_dims": [16],
+    "critic_hidden_dims": [16],
+    "nthread": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +53,7 @@ def test_init_from_starts_a_new_run_with_the_source_weights(source_checkpoint):
 
 def test_init_from_refuses_other_networks(source_checkpoint):
     with pytest.raises(ConfigError, match="actor_hidden_dims"):
-        PPORunner(PPOConfig.for_robot("rover", init_from=str(source_checkpoint), **{**SMALL,
-                                                                                   "actor_hidden_dims": [8]}))
+        PPORunner(PPOConfig.for_robot("rover", init_from=str(source_checkpoint), **{**SMALL, "actor_hidden_dims": [8]}))
 
 
 def test_randomisation_centred_on_identified_values():

@@ -40,8 +40,12 @@ SCRIPT = [(4.0, 0.5, 0.0, 0.0), (4.0, 0.0, 0.0, 0.8), (4.0, 0.3, 0.0, -0.5), (3.
 def deployed(tmp_path_factory):
     """A rover policy trained on the nominal twin until the tracking threshold, validated by the quick campaign."""
     root = tmp_path_factory.mktemp("deployed")
-    run = train(PPOConfig.for_robot("rover", randomization=False, stop_at_threshold=True, iterations=60, seed=0,
-                                    run_root=str(root)), show_progress=False)
+    run = train(
+        PPOConfig.for_robot(
+            "rover", randomization=False, stop_at_threshold=True, iterations=60, seed=0, run_root=str(root)
+        ),
+        show_progress=False,
+    )
     run_campaign(run / "policy", load_campaign("quick"), root / "validation")
     return run / "policy"
 
@@ -74,8 +78,11 @@ def test_retraining_identifies_the_field_twin_and_closes_the_gap(deployed, retra
     assert r.sysid_error_after < 0.1 * r.sysid_error_before
     tuned = json.loads((r.out_dir / "finetune.json").read_text())
     assert Path(tuned["init_from"]).parent.parent == deployed.parent  # fine-tuned from the deployed run
-    assert tuned["randomization_ranges"]["latency_s"][0] <= HIDDEN["latency_s"] <= tuned["randomization_ranges"][
-        "latency_s"][1]
+    assert (
+        tuned["randomization_ranges"]["latency_s"][0]
+        <= HIDDEN["latency_s"]
+        <= tuned["randomization_ranges"]["latency_s"][1]
+    )
     assert {c["kind"] for c in r.campaigns.values()} == {"standard", "identified-twin"}
     twin = next(c for c in r.campaigns.values() if c["kind"] == "identified-twin")
     assert twin["kpi_means"]["tracking_error_ang"] < twin["deployed_kpi_means"]["tracking_error_ang"]
@@ -137,20 +144,48 @@ def _finalise(src: Path, watch_dir: Path, name: str) -> None:
 
 def test_watch_processes_each_log_exactly_once_across_a_crash(deployed, field_logs, tmp_path):
     campaign = tmp_path / "tiny.yaml"
-    campaign.write_text(yaml.safe_dump({
-        "name": "tiny", "episode_s": 2.0, "axes": {"commands": ["forward"]},
-        "commands": {"forward": ["forward for 2 s"]},
-        "gates": {"kpis": {"falls": 0, "tracking_error_lin": 0.5}, "failure_rate": 0.5}}))
+    campaign.write_text(
+        yaml.safe_dump(
+            {
+                "name": "tiny",
+                "episode_s": 2.0,
+                "axes": {"commands": ["forward"]},
+                "commands": {"forward": ["forward for 2 s"]},
+                "gates": {"kpis": {"falls": 0, "tracking_error_lin": 0.5}, "failure_rate": 0.5},
+            }
+        )
+    )
     budget = tmp_path / "tiny_budget.yaml"
-    budget.write_text(yaml.safe_dump({
-        "sysid": {"windows": 2, "window_s": 1.0, "population": 4, "generations": 2},
-        "finetune": {"iterations": 8, "num_envs": 64, "eval_every": 0, "eval_envs": 4, "checkpoint_every": 2},
-        "campaign": str(campaign)}))
+    budget.write_text(
+        yaml.safe_dump(
+            {
+                "sysid": {"windows": 2, "window_s": 1.0, "population": 4, "generations": 2},
+                "finetune": {"iterations": 8, "num_envs": 64, "eval_every": 0, "eval_envs": 4, "checkpoint_every": 2},
+                "campaign": str(campaign),
+            }
+        )
+    )
     watch_dir, out, registry = tmp_path / "logs", tmp_path / "out", tmp_path / "registry.sqlite"
     watch_dir.mkdir()
     _finalise(field_logs / "field_0.mcap", watch_dir, "field_a")
-    cmd = [sys.executable, "-m", "training.cli", "retrain", "--watch", str(watch_dir), "--artifact", str(deployed),
-           "--budget", str(budget), "--out", str(out), "--registry", str(registry), "--debounce", "0.5"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "training.cli",
+        "retrain",
+        "--watch",
+        str(watch_dir),
+        "--artifact",
+        str(deployed),
+        "--budget",
+        str(budget),
+        "--out",
+        str(out),
+        "--registry",
+        str(registry),
+        "--debounce",
+        "0.5",
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     first = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run_dir = out / "retrain-0001"
@@ -163,8 +198,9 @@ def test_watch_processes_each_log_exactly_once_across_a_crash(deployed, field_lo
     with Registry(registry) as reg:
         assert [e["id"] for e in reg.unfinished()] == [1]  # claimed, not done
 
-    second = subprocess.Popen([*cmd, "--exit-when-idle", "4"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    second = subprocess.Popen(
+        [*cmd, "--exit-when-idle", "4"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     while "watching" not in (line := second.stdout.readline()):
         assert line, "watch ended before watching"
     # a new log, and a copy of the first under another name (the same bytes: the same log)

@@ -9,13 +9,23 @@ RULE = RetrainConfig.from_yaml().promotion
 
 
 def check(name, new, deployed, passed=True, regressions=0):
-    return CampaignCheck("standard", name, passed, [] if passed else ["failure_rate"],
-                         dict(zip(KPIS, new, strict=True)), dict(zip(KPIS, deployed, strict=True)), LIMITS, regressions)
+    return CampaignCheck(
+        "standard",
+        name,
+        passed,
+        [] if passed else ["failure_rate"],
+        dict(zip(KPIS, new, strict=True)),
+        dict(zip(KPIS, deployed, strict=True)),
+        LIMITS,
+        regressions,
+    )
 
 
 def test_a_trade_that_is_better_overall_is_promoted():
-    promoted, why = decide([check("quick", (0.126, 0.076, 0), (0.111, 0.088, 0)),
-                            check("twin", (0.126, 0.064, 0), (0.086, 0.323, 0))], RULE)
+    promoted, why = decide(
+        [check("quick", (0.126, 0.076, 0), (0.111, 0.088, 0)), check("twin", (0.126, 0.064, 0), (0.086, 0.323, 0))],
+        RULE,
+    )
     assert promoted and "tracking_error_ang 0.064 vs 0.323 on twin" in why
 
 

@@ -22,8 +22,9 @@ def field_log():
     """What the field robot (the planted parameters) logs while the hand-written controller drives it: the state
     it starts from and passes through, joint targets and base velocities, as read from an MCAP log."""
     spec = load_robot("rover")
-    twin = BatchedTwin(spec, num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False),
-                       resample_commands=False)
+    twin = BatchedTwin(
+        spec, num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False), resample_commands=False
+    )
     twin.reset()  # a random yaw and small random velocities
     twin.set_params(fixed_params(PLANTED, spec.sim_dt))
     controller = DiffDriveController(twin)
@@ -35,9 +36,19 @@ def field_log():
             twin.step(action)
             s = twin.backend.state()
             lin, ang = twin.task.base_velocities(s)
-            rows.append((twin.commands[0].copy(), lin[0], ang[0], projected_gravity(s["base_quat"])[0],
-                         s["base_pos"][0, 2], s["joint_pos"][0], s["joint_vel"][0], spec.action_scale * action[0],
-                         s["base_quat"][0]))
+            rows.append(
+                (
+                    twin.commands[0].copy(),
+                    lin[0],
+                    ang[0],
+                    projected_gravity(s["base_quat"])[0],
+                    s["base_pos"][0, 2],
+                    s["joint_pos"][0],
+                    s["joint_vel"][0],
+                    spec.action_scale * action[0],
+                    s["base_quat"][0],
+                )
+            )
     cmd, lin, ang, grav, z, jp, jv, targets, quat = (np.array(c) for c in zip(*rows, strict=True))
     log = FieldLog(None, np.arange(len(rows)) * spec.control_dt, cmd, lin, ang, grav, z, jp, jv, targets, [], quat)
     return spec, log, log_windows([log], 0.1, 12)
@@ -49,7 +60,8 @@ def test_replay_with_the_true_parameters_reproduces_the_log(field_log):
     # the command changes come first (the robot accelerates there), from the state just before the change
     changes = np.flatnonzero(np.any(np.diff(log.commands, axis=0) != 0, axis=1))
     assert [np.flatnonzero((log.base_lin_vel == w.start_lin_vel).all(1))[0] for w in windows[:3]] == [
-        int(c) - 1 for c in changes]
+        int(c) - 1 for c in changes
+    ]
     true_error, nominal_error = replay_errors(spec, windows, [PLANTED, {}])
     assert true_error < 1e-12 < nominal_error
 

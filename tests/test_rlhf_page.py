@@ -16,8 +16,14 @@ from training.rlhf.prefs import _for_page
 from training.rlhf.prefs_store import PreferenceStore
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 TOKEN = "test-token-4f9c2b"
 
 
@@ -26,10 +32,22 @@ def server(tmp_path):
     store = PreferenceStore(tmp_path / "prefs.sqlite")
     plans = [(Segment(1.0, 0, 0, 1.0),), (Segment(0, 0, 1.0, 1.57),), (Segment(0.5, 0, 0.5, 2.0),), (Segment(),)]
     runs = TwinExecutor().execute(plans)
-    first = store.add_pair("go forward 1 m", "stopped", format_plan(plans[0]), format_plan(plans[1]),
-                           _for_page(runs[0]), _for_page(runs[1]))
-    store.add_pair("curve left for 2 s", "stopped", format_plan(plans[2]), format_plan(plans[3]),
-                   _for_page(runs[2]), _for_page(runs[3]))
+    first = store.add_pair(
+        "go forward 1 m",
+        "stopped",
+        format_plan(plans[0]),
+        format_plan(plans[1]),
+        _for_page(runs[0]),
+        _for_page(runs[1]),
+    )
+    store.add_pair(
+        "curve left for 2 s",
+        "stopped",
+        format_plan(plans[2]),
+        format_plan(plans[3]),
+        _for_page(runs[2]),
+        _for_page(runs[3]),
+    )
     srv = uvicorn.Server(uvicorn.Config(create_app(store, TOKEN), host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
@@ -70,8 +88,9 @@ def test_page_shows_a_pair_and_a_click_stores_the_preference(server, browser):
     page.wait_for_selector("#status:has-text('stored: a')")
     # the page reloads onto the next pair (a locator assertion: the page's CSP forbids evaluated scripts)
     playwright.expect(page.locator("#instruction")).to_have_text("curve left for 2 s")
-    assert [(p.chosen, p.rejected) for p in store.preferences()] == [(store.pair(first).plan_a,
-                                                                        store.pair(first).plan_b)]
+    assert [(p.chosen, p.rejected) for p in store.preferences()] == [
+        (store.pair(first).plan_a, store.pair(first).plan_b)
+    ]
     assert store.counts()["human"] == 1
     page.click("#skip")  # skipping stores nothing
     page.wait_for_selector("text=Nothing left to rate")
@@ -85,11 +104,11 @@ def test_bad_token_is_refused(server, browser):
         response = page.goto(f"{url}/{bad}")
         assert response.status == 403
         assert page.locator("#instruction").count() == 0 and "go forward" not in page.content()
-    api = page.request.post(f"{url}/api/preference", data={"pair_id": first, "choice": "a"},
-                            headers={"X-Token": "wrong"})
+    api = page.request.post(
+        f"{url}/api/preference", data={"pair_id": first, "choice": "a"}, headers={"X-Token": "wrong"}
+    )
     assert api.status == 403
     assert page.request.post(f"{url}/api/preference", data={"pair_id": first, "choice": "a"}).status == 403
-    good = page.request.post(f"{url}/api/preference", data={"pair_id": 999, "choice": "a"},
-                             headers={"X-Token": TOKEN})
+    good = page.request.post(f"{url}/api/preference", data={"pair_id": 999, "choice": "a"}, headers={"X-Token": TOKEN})
     assert good.status == 404
     assert store.counts().get("human", 0) == 0

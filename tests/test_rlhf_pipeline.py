@@ -12,8 +12,17 @@ from edge.errors import UserError
 from tests.rlhf_helpers import minimal_run
 from training.rlhf.pipeline import STAGES, run_pipeline
 
-KEYS = {"model_dir", "sft_dir", "reward_dir", "intent_accuracy", "intent_accuracy_sft", "json_valid_rate",
-        "win_rate_rm", "win_rate_operator", "stages"}
+KEYS = {
+    "model_dir",
+    "sft_dir",
+    "reward_dir",
+    "intent_accuracy",
+    "intent_accuracy_sft",
+    "json_valid_rate",
+    "win_rate_rm",
+    "win_rate_operator",
+    "stages",
+}
 
 
 def test_minimal_budget_runs_every_stage():
@@ -45,8 +54,9 @@ def test_resume_redoes_only_the_interrupted_stage(tmp_path):
     assert not (run / "eval.partial").exists() and (run / "eval" / "stage.json").is_file()
     same = ("intent_accuracy", "intent_accuracy_sft", "json_valid_rate", "win_rate_operator", "win_rate_rm")
     assert {k: result[k] for k in same} == {k: done[k] for k in same}  # greedy evaluation is deterministic
-    assert {k: v for k, v in result["stages"].items() if k != "eval"} == \
-        {k: v for k, v in done["stages"].items() if k != "eval"}  # the stages' own timings, kept
+    assert {k: v for k, v in result["stages"].items() if k != "eval"} == {
+        k: v for k, v in done["stages"].items() if k != "eval"
+    }  # the stages' own timings, kept
 
     calls.clear()
     assert run_pipeline(run, budget="minimal", progress=lambda label, f: calls.append((label, f))) == result

@@ -24,10 +24,12 @@ def test_simulated_operator_prefers_the_plan_that_does_what_was_asked():
 
 def test_field_ratings_import(tmp_path):
     plan = lambda vx, t: [{"vx": vx, "vy": 0.0, "wz": 0.0, "duration_s": t}]  # noqa: E731
-    rows = [{"instruction": "go forward 1 m", "plan": plan(1.0, 1.0), "rating": 5, "rater": "ana"},
-            {"instruction": "go forward 1 m", "plan": plan(1.0, 3.0), "rating": 2, "log": "field/seg_0001.mcap"},
-            {"instruction": "go forward 1 m", "plan": plan(0.5, 2.0), "rating": 5},
-            {"instruction": "turn left", "plan": plan(0.0, 1.0), "rating": 1}]
+    rows = [
+        {"instruction": "go forward 1 m", "plan": plan(1.0, 1.0), "rating": 5, "rater": "ana"},
+        {"instruction": "go forward 1 m", "plan": plan(1.0, 3.0), "rating": 2, "log": "field/seg_0001.mcap"},
+        {"instruction": "go forward 1 m", "plan": plan(0.5, 2.0), "rating": 5},
+        {"instruction": "turn left", "plan": plan(0.0, 1.0), "rating": 1},
+    ]
     path = tmp_path / "ratings.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     store = PreferenceStore(tmp_path / "prefs.sqlite")
@@ -48,8 +50,9 @@ def test_reward_model_ranks_held_out_pairs():
     """Trained on the simulated operator's preferences over the SFT model's samples, the reward model ranks the
     preferred plan first on the comparisons kept out of its training."""
     info = json.loads((reward_dir() / "rlhf_reward.json").read_text())
-    train, held = split_preferences(PreferenceStore(prefs_db()).preferences(), info["config"]["holdout"],
-                                    info["config"]["seed"])
+    train, held = split_preferences(
+        PreferenceStore(prefs_db()).preferences(), info["config"]["holdout"], info["config"]["seed"]
+    )
     assert len(train) == info["stats"]["pairs_train"] >= 100 and len(held) == info["stats"]["pairs_heldout"] >= 20
     compared = {(p.instruction, frozenset((p.chosen, p.rejected))) for p in train}
     assert not any((p.instruction, frozenset((p.chosen, p.rejected))) in compared for p in held)  # no leak

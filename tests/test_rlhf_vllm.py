@@ -11,8 +11,10 @@ from training.rlhf.plan import parse_plan
 from training.rlhf.prompt import build_prompt
 from training.rlhf.rl import RLTrainer
 
-PROMPTS = [build_prompt(text) for text in ("go forward 2 m", "turn right 45 degrees", "wait 3 s",
-                                           "reverse for 2 seconds then turn left")]
+PROMPTS = [
+    build_prompt(text)
+    for text in ("go forward 2 m", "turn right 45 degrees", "wait 3 s", "reverse for 2 seconds then turn left")
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +36,16 @@ def test_engine_generates_constrained_plans(engine):
 
 
 def test_one_rl_iteration_updates_the_running_engine(engine, tmp_path):
-    config = RLConfig(out=str(tmp_path / "rl"), model=str(sft_dir()), reward_model=str(reward_dir()),
-                      iterations=1, prompts_per_iteration=8, samples_per_prompt=4, learning_rate=3e-3,
-                      sync_dir=str(tmp_path))
+    config = RLConfig(
+        out=str(tmp_path / "rl"),
+        model=str(sft_dir()),
+        reward_model=str(reward_dir()),
+        iterations=1,
+        prompts_per_iteration=8,
+        samples_per_prompt=4,
+        learning_rate=3e-3,
+        sync_dir=str(tmp_path),
+    )
     trainer = RLTrainer(config, engine=engine)
     try:
         hf = HFGenerator(trainer.policy, trainer.tokenizer)

@@ -125,8 +125,11 @@ def test_unknown_robot_lists_the_known_ones():
 
 def test_cli_prints_one_line_without_traceback(tmp_path):
     path = write_user_robot(tmp_path, joints=["nope"] * 8)
-    out = subprocess.run([sys.executable, "-m", "training.cli", "demo", "--robot", str(path), "--seconds", "0.1"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "training.cli", "demo", "--robot", str(path), "--seconds", "0.1"],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "nope" in lines[0] and "Traceback" not in out.stderr
@@ -134,7 +137,10 @@ def test_cli_prints_one_line_without_traceback(tmp_path):
 
 def test_cli_demo_runs_a_user_robot(tmp_path):
     path = write_user_robot(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "training.cli", "demo", "--robot", str(path), "--envs", "4",
-                          "--seconds", "0.5"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "training.cli", "demo", "--robot", str(path), "--envs", "4", "--seconds", "0.5"],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert "crawler" in out.stdout

@@ -17,10 +17,15 @@ def test_lockstep_steps_once_per_command_and_resends_unanswered_states():
         probe_node() as (node, ex),
     ):
         stamps, clock = [], []
-        node.create_subscription(JointState, "/joint_states", lambda m: stamps.append(
-            m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec), qos_profile_sensor_data)
-        node.create_subscription(Clock, "/clock", lambda m: clock.append(
-            m.clock.sec * 1_000_000_000 + m.clock.nanosec), 10)
+        node.create_subscription(
+            JointState,
+            "/joint_states",
+            lambda m: stamps.append(m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec),
+            qos_profile_sensor_data,
+        )
+        node.create_subscription(
+            Clock, "/clock", lambda m: clock.append(m.clock.sec * 1_000_000_000 + m.clock.nanosec), 10
+        )
         pub = node.create_publisher(Float64MultiArray, "/joint_commands", 10)
         assert spin_until(ex, lambda: len(stamps) >= 3, 30), proc.output  # resent every 0.3 s
         assert set(stamps) == {0} and set(clock) <= {0}  # no command, no time

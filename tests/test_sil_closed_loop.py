@@ -16,8 +16,11 @@ from tests.ros_helpers import ros_env
 from training.retrain.ingest import mcap_files, read_field_log
 
 # a /cmd_vel step forward, then a step in yaw rate
-STEP_SCRIPT = [{"vx": 0.0, "wz": 0.0, "duration_s": 1.0}, {"vx": 0.5, "wz": 0.0, "duration_s": 3.0},
-               {"vx": 0.0, "wz": 1.0, "duration_s": 3.0}]
+STEP_SCRIPT = [
+    {"vx": 0.0, "wz": 0.0, "duration_s": 1.0},
+    {"vx": 0.5, "wz": 0.0, "duration_s": 3.0},
+    {"vx": 0.0, "wz": 1.0, "duration_s": 3.0},
+]
 DURATION = 7.0
 
 
@@ -27,8 +30,9 @@ def trained_rover(tmp_path_factory):
     from training.ppo.config import PPOConfig
     from training.ppo.launch import train
 
-    cfg = PPOConfig.for_robot("rover", iterations=60, stop_at_threshold=True, seed=0,
-                              run_root=str(tmp_path_factory.mktemp("ppo")))
+    cfg = PPOConfig.for_robot(
+        "rover", iterations=60, stop_at_threshold=True, seed=0, run_root=str(tmp_path_factory.mktemp("ppo"))
+    )
     return train(cfg, show_progress=False) / "policy"
 
 
@@ -42,8 +46,9 @@ def ros_domain(monkeypatch):
 def twin_tracking(artifact, script, duration: float) -> dict:
     """The artifact on one nominal twin (the bridge's: same robot, seed and start), same script, same scoring."""
     policy = load_policy(artifact, "onnxruntime")
-    twin = BatchedTwin("rover", 1, seed=0, randomization=RandomizationConfig(enabled=False), resample_commands=False,
-                       nthread=0)
+    twin = BatchedTwin(
+        "rover", 1, seed=0, randomization=RandomizationConfig(enabled=False), resample_commands=False, nthread=0
+    )
     twin.max_episode_steps = 10**9
     twin.reset()
     dt, samples = twin.spec.control_dt, []
@@ -52,8 +57,9 @@ def twin_tracking(artifact, script, duration: float) -> dict:
         twin.step(policy.act(twin.observations))
         state = twin.backend.state()
         lin, ang = twin.task.base_velocities(state)
-        samples.append([(k + 1) * dt, *command_at(script, (k + 1) * dt), lin[0, 0], lin[0, 1], ang[0, 2],
-                        state["base_pos"][0, 2]])
+        samples.append(
+            [(k + 1) * dt, *command_at(script, (k + 1) * dt), lin[0, 0], lin[0, 1], ang[0, 2], state["base_pos"][0, 2]]
+        )
     twin.close()
     return tracking_kpis(np.array(samples), dt, twin.spec.termination.min_base_height)
 
@@ -62,8 +68,9 @@ def test_trained_policy_tracks_a_cmd_vel_step_over_ros_as_in_the_twin(trained_ro
     script = tmp_path / "step.yaml"
     script.write_text(yaml.safe_dump(STEP_SCRIPT))
     logs = tmp_path / "logs"
-    sil = run_sil(str(trained_rover), DURATION, commands=script, record=str(logs), backend="onnxruntime",
-                  allow_unvalidated=True)
+    sil = run_sil(
+        str(trained_rover), DURATION, commands=script, record=str(logs), backend="onnxruntime", allow_unvalidated=True
+    )
     twin = twin_tracking(trained_rover, load_commands(script), DURATION)
 
     assert sil["falls"] == 0 and sil["samples"] >= 0.95 * DURATION / 0.02, sil
@@ -95,11 +102,19 @@ def test_instruction_script_drives_the_robot_through_instruction_node(trained_ro
     from tests.rlhf_helpers import minimal_run
 
     script = tmp_path / "instructions.yaml"
-    script.write_text(yaml.safe_dump([{"t_s": 0.0, "text": "drive forward 1 meter"},
-                                      {"t_s": 5.0, "text": "turn left 90 degrees"}]))
+    script.write_text(
+        yaml.safe_dump([{"t_s": 0.0, "text": "drive forward 1 meter"}, {"t_s": 5.0, "text": "turn left 90 degrees"}])
+    )
     logs = tmp_path / "logs"
-    sil = run_sil(str(trained_rover), 9.0, record=str(logs), backend="onnxruntime", allow_unvalidated=True,
-                  instructions=script, instruction_model=minimal_run()["model_dir"])
+    sil = run_sil(
+        str(trained_rover),
+        9.0,
+        record=str(logs),
+        backend="onnxruntime",
+        allow_unvalidated=True,
+        instructions=script,
+        instruction_model=minimal_run()["model_dir"],
+    )
 
     forward, turn = sil["instructions"]
     assert [forward["text"], turn["text"]] == ["drive forward 1 meter", "turn left 90 degrees"]

@@ -44,8 +44,17 @@ def test_resume_with_another_shape_is_refused(tmp_path, capsys):
     from training.ppo.config import PPOConfig
     from training.ppo.launch import train
 
-    cfg = PPOConfig.for_robot("rover", num_envs=32, num_steps_per_env=8, iterations=1, eval_every=0, eval_envs=4,
-                              eval_seconds=0.5, run_root=str(tmp_path), export=False)
+    cfg = PPOConfig.for_robot(
+        "rover",
+        num_envs=32,
+        num_steps_per_env=8,
+        iterations=1,
+        eval_every=0,
+        eval_envs=4,
+        eval_seconds=0.5,
+        run_root=str(tmp_path),
+        export=False,
+    )
     run_dir = train(cfg, show_progress=False)
     assert cli.main(["train", "--resume", str(run_dir), "--envs", "64"]) == 2
     assert "was trained with num_envs=32, this run has 64" in capsys.readouterr().err

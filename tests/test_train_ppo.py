@@ -14,8 +14,18 @@ from training.vec_env import OBS_GROUP
 
 
 def test_short_seeded_run_improves_tracking(tmp_path):
-    cfg = PPOConfig.for_robot("rover", num_envs=128, iterations=20, eval_every=0, eval_envs=16, eval_seconds=5.0,
-                              checkpoint_every=20, seed=1, run_root=str(tmp_path), export=False)
+    cfg = PPOConfig.for_robot(
+        "rover",
+        num_envs=128,
+        iterations=20,
+        eval_every=0,
+        eval_envs=16,
+        eval_seconds=5.0,
+        checkpoint_every=20,
+        seed=1,
+        run_root=str(tmp_path),
+        export=False,
+    )
     runner = PPORunner(cfg, tmp_path / "run")
     before = runner.evaluate()
     summary = runner.learn()
@@ -36,8 +46,18 @@ def test_short_seeded_run_improves_tracking(tmp_path):
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
-    cfg = PPOConfig.for_robot("rover", num_envs=32, num_steps_per_env=8, iterations=2, checkpoint_every=2,
-                              eval_every=0, eval_envs=4, eval_seconds=0.5, run_root=str(tmp_path), export=False)
+    cfg = PPOConfig.for_robot(
+        "rover",
+        num_envs=32,
+        num_steps_per_env=8,
+        iterations=2,
+        checkpoint_every=2,
+        eval_every=0,
+        eval_envs=4,
+        eval_seconds=0.5,
+        run_root=str(tmp_path),
+        export=False,
+    )
     runner = PPORunner(cfg, tmp_path / "run")
     runner.learn()
     # a learning rate no optimiser survives: the next update makes the weights, then the loss, non-finite

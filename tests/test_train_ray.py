@@ -29,9 +29,20 @@ def ray_session():
 
 
 def test_two_workers_recover_from_a_killed_worker_with_identical_replicas(tmp_path):
-    cfg = PPOConfig.for_robot("rover", num_envs=64, num_workers=2, num_steps_per_env=8, iterations=ITERATIONS,
-                              checkpoint_every=2, eval_every=0, eval_envs=4, eval_seconds=0.5, run_root=str(tmp_path),
-                              export=False, max_failures=2)
+    cfg = PPOConfig.for_robot(
+        "rover",
+        num_envs=64,
+        num_workers=2,
+        num_steps_per_env=8,
+        iterations=ITERATIONS,
+        checkpoint_every=2,
+        eval_every=0,
+        eval_envs=4,
+        eval_seconds=0.5,
+        run_root=str(tmp_path),
+        export=False,
+        max_failures=2,
+    )
     killed = {}
 
     def kill_rank1_after_first_checkpoint():
@@ -60,7 +71,7 @@ def test_two_workers_recover_from_a_killed_worker_with_identical_replicas(tmp_pa
     resumed = [e for e in log if e.get("event") == "resumed"]
     assert len(resumed) == 1
     assert resumed[0]["iteration"] >= killed["after"] and resumed[0]["iteration"] % 2 == 0
-    after = [e["iteration"] for e in log[log.index(resumed[0]):] if e["type"] == "iteration"]
+    after = [e["iteration"] for e in log[log.index(resumed[0]) :] if e["type"] == "iteration"]
     assert after == list(range(resumed[0]["iteration"] + 1, ITERATIONS + 1))
     assert int((run_dir / "workers" / "rank1.pid").read_text()) != killed["pid"]  # a fresh worker process
 

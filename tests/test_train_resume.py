@@ -11,15 +11,29 @@ from training.ppo.runner import PPORunner
 
 
 def small_cfg(tmp_path, **kw):
-    base = dict(num_envs=32, num_steps_per_env=8, iterations=4, checkpoint_every=2, eval_every=0, eval_envs=4,
-                eval_seconds=0.5, run_root=str(tmp_path / "runs"), export=False)
+    base = dict(
+        num_envs=32,
+        num_steps_per_env=8,
+        iterations=4,
+        checkpoint_every=2,
+        eval_every=0,
+        eval_envs=4,
+        eval_seconds=0.5,
+        run_root=str(tmp_path / "runs"),
+        export=False,
+    )
     return PPOConfig.for_robot("rover", **{**base, **kw})
 
 
 def batch(runner):
     st = runner.alg.storage
-    return {"obs": st.observations["policy"].clone(), "actions": st.actions.clone(), "rewards": st.rewards.clone(),
-            "dones": st.dones.clone(), "returns": st.returns.clone()}
+    return {
+        "obs": st.observations["policy"].clone(),
+        "actions": st.actions.clone(),
+        "rewards": st.rewards.clone(),
+        "dones": st.dones.clone(),
+        "returns": st.returns.clone(),
+    }
 
 
 def test_resume_continues_exactly(tmp_path):

@@ -73,8 +73,15 @@ def test_fall_terminates_and_resets_only_that_env():
     state = twin.backend.state()
     low = state["base_pos"][:1].copy()
     low[:, 2] = 0.05  # below min_base_height
-    twin.backend.set_state(np.array([0]), low, state["base_quat"][:1], state["base_lin_vel"][:1],
-                           state["base_ang_vel"][:1], state["joint_pos"][:1], state["joint_vel"][:1])
+    twin.backend.set_state(
+        np.array([0]),
+        low,
+        state["base_quat"][:1],
+        state["base_lin_vel"][:1],
+        state["base_ang_vel"][:1],
+        state["joint_pos"][:1],
+        state["joint_vel"][:1],
+    )
     _, rew, term, trunc, info = twin.step(np.zeros((2, 12)))
     assert term.tolist() == [True, False]
     assert info["episode"]["env_ids"].tolist() == [0]

@@ -26,7 +26,9 @@ def run(args: argparse.Namespace) -> int:
     except CheckpointError as e:
         raise ValueError(str(e)) from None
     m = load_manifest(out)
-    print(f"wrote {out}: {m.robot['name']}, obs {m.obs_dim} -> {m.action_dim} actions, "
-          f"policy.onnx sha256 {m.policy['sha256'][:12]}..., run {m.training_run_id}")
+    print(
+        f"wrote {out}: {m.robot['name']}, obs {m.obs_dim} -> {m.action_dim} actions, "
+        f"policy.onnx sha256 {m.policy['sha256'][:12]}..., run {m.training_run_id}"
+    )
     print(f"next: sim2real validate {out} --campaign config/campaigns/quick.yaml")
     return 0

@@ -61,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
         state = "deployed" if a["deployed"] else "not deployed"
         table.add_row("artifact", a["path"], f"sha256 {a['sha256'][:12]}, {state}, run {a['training_run_id']}")
         for c in entry["campaigns"]:
-            table.add_row("  campaign", c["report_path"], f"{c['kind']} {c['name']}: "
-                          + ("pass" if c["passed"] else "FAIL"))
+            table.add_row(
+                "  campaign", c["report_path"], f"{c['kind']} {c['name']}: " + ("pass" if c["passed"] else "FAIL")
+            )
         r = entry.get("retrain")
         if not r:
             table.add_row("  origin", "-", "not produced by retraining (trained and validated directly)")
@@ -70,9 +71,12 @@ def run(args: argparse.Namespace) -> int:
         table.add_row("  training run", r["training_run"] or "-", "fine-tuned from its parent's checkpoint")
         if r["identified"]:
             fit = r["sysid"] or {}
-            table.add_row("  identified", ", ".join(f"{k} = {v:.4g}" for k, v in r["identified"].items()),
-                          f"trajectory error {fit.get('error_before', float('nan')):.4g} -> "
-                          f"{fit.get('error_after', float('nan')):.4g}")
+            table.add_row(
+                "  identified",
+                ", ".join(f"{k} = {v:.4g}" for k, v in r["identified"].items()),
+                f"trajectory error {fit.get('error_before', float('nan')):.4g} -> "
+                f"{fit.get('error_after', float('nan')):.4g}",
+            )
         table.add_row("  decision", f"retraining {r['id']}", r["reason"] or "-")
         for log in r["logs"] or []:
             table.add_row("  field log", log["path"], f"sha256 {log['sha256'][:12]}")

@@ -26,8 +26,13 @@ finished stage; --fresh starts a new run. DIR/report.html holds every stage's ve
 
 # the libraries' own logs and bars (vLLM's engine start-up, transformers' shard writer, tqdm), inherited by the
 # processes they spawn
-QUIET_LIBRARIES = {"VLLM_LOGGING_LEVEL": "WARNING", "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1",
-                   "HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONWARNINGS": "ignore::FutureWarning"}
+QUIET_LIBRARIES = {
+    "VLLM_LOGGING_LEVEL": "WARNING",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TQDM_DISABLE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "PYTHONWARNINGS": "ignore::FutureWarning",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,16 +41,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     defaults = LoopConfig(out="-")
     p.add_argument("--robot", default=defaults.robot, help="robot name or YAML path (default rover)")
-    p.add_argument("--budget", default=defaults.budget, choices=list(BUDGETS),
-                   help="size of every stage (default quick)")
+    p.add_argument(
+        "--budget", default=defaults.budget, choices=list(BUDGETS), help="size of every stage (default quick)"
+    )
     p.add_argument("--out", help="run directory (default: resume the newest unfinished runs/loop-*, else a new one)")
     p.add_argument("--fresh", action="store_true", help="start a new run directory even if one can be resumed")
     p.add_argument("--field-twin", default=defaults.field_twin, help="YAML of the field twin's hidden parameters")
     p.add_argument("--instructions", default=defaults.instructions, help="instruction script for instruction_node")
-    p.add_argument("--rlhf-engine", default=defaults.rlhf_engine, choices=("vllm", "transformers"),
-                   help="what generates the RLHF samples (default vllm)")
-    p.add_argument("--randomize", action="store_true",
-                   help="train stage 1 with the robot YAML's domain randomisation (default: the nominal twin)")
+    p.add_argument(
+        "--rlhf-engine",
+        default=defaults.rlhf_engine,
+        choices=("vllm", "transformers"),
+        help="what generates the RLHF samples (default vllm)",
+    )
+    p.add_argument(
+        "--randomize",
+        action="store_true",
+        help="train stage 1 with the robot YAML's domain randomisation (default: the nominal twin)",
+    )
     p.add_argument("--until", choices=STAGE_NAMES, help="stop after this stage")
     p.add_argument("--seed", type=int, default=defaults.seed)
 
@@ -67,25 +80,43 @@ def run(args: argparse.Namespace) -> int:
     for path, what in ((args.field_twin, "--field-twin"), (args.instructions, "--instructions")):
         if not Path(path).is_file():
             raise FileNotFoundError(f"{what}: no such file {path}")
-    out = args.out or (None if args.fresh else latest_unfinished(Path("runs"), LoopConfig(args.robot, args.budget,
-                                                                                          out="-")))
-    cfg = LoopConfig(robot=args.robot, budget=args.budget, out=str(out or ""), field_twin=args.field_twin,
-                     instructions=args.instructions, rlhf_engine=args.rlhf_engine, seed=args.seed,
-                     randomize=args.randomize, until=args.until or "")
+    out = args.out or (
+        None if args.fresh else latest_unfinished(Path("runs"), LoopConfig(args.robot, args.budget, out="-"))
+    )
+    cfg = LoopConfig(
+        robot=args.robot,
+        budget=args.budget,
+        out=str(out or ""),
+        field_twin=args.field_twin,
+        instructions=args.instructions,
+        rlhf_engine=args.rlhf_engine,
+        seed=args.seed,
+        randomize=args.randomize,
+        until=args.until or "",
+    )
     console = Console(width=None if Console().is_terminal else 110)
-    console.print(f"[bold]sim2real loop[/]: {cfg.robot}, budget {cfg.budget}, run directory {cfg.out}"
-                  + (" (resuming)" if out and not args.out else ""))
+    console.print(
+        f"[bold]sim2real loop[/]: {cfg.robot}, budget {cfg.budget}, run directory {cfg.out}"
+        + (" (resuming)" if out and not args.out else "")
+    )
     current: dict = {"bar": None, "task": None}  # a stage's bar starts with its first progress report
 
     def announce(index: int, name: str, description: str, eta_s: float) -> None:
-        console.rule(f"[bold]{index + 1}/{len(STAGES)} {name}[/]: {description} "
-                     f"(about {_minutes(eta_s)} left for the loop)")
+        console.rule(
+            f"[bold]{index + 1}/{len(STAGES)} {name}[/]: {description} (about {_minutes(eta_s)} left for the loop)"
+        )
 
     def progress(fraction: float, note: str) -> None:
         if current["bar"] is None:
-            current["bar"] = Progress(TextColumn("  {task.description}"), BarColumn(),
-                                      TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
-                                      TimeRemainingColumn(), console=console, transient=True)
+            current["bar"] = Progress(
+                TextColumn("  {task.description}"),
+                BarColumn(),
+                TextColumn("{task.percentage:>3.0f}%"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=console,
+                transient=True,
+            )
             current["bar"].start()
             current["task"] = current["bar"].add_task(note, total=1.0)
         current["bar"].update(current["task"], completed=min(max(fraction, 0.0), 1.0), description=note)
@@ -104,8 +135,11 @@ def run(args: argparse.Namespace) -> int:
         state = run_loop(cfg, announce, finished, progress)
     except KeyboardInterrupt:
         stop_bar()
-        print(f"sim2real loop: interrupted; finished stages are kept in {cfg.out}: run the same command "
-              f"(or --out {cfg.out}) to resume", file=sys.stderr)
+        print(
+            f"sim2real loop: interrupted; finished stages are kept in {cfg.out}: run the same command "
+            f"(or --out {cfg.out}) to resume",
+            file=sys.stderr,
+        )
         return 130
     finally:
         stop_bar()

@@ -26,10 +26,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--logs", metavar="DIR", help="field logs: an .mcap file or a directory of them (one shot)")
     src.add_argument("--watch", metavar="DIR", help="process finalised logs as they appear in DIR")
     p.add_argument("--artifact", required=True, help="the deployed policy artifact the logs came from")
-    p.add_argument("--budget", default="quick", help="minimal, quick, full (config/retrain/retrain.yaml) or a "
-                   "budget YAML (default quick)")
-    p.add_argument("--out", help="output directory (default runs/retrain/<timestamp>; watch: one subdirectory per "
-                   "retraining under runs/retrain/watch)")
+    p.add_argument(
+        "--budget",
+        default="quick",
+        help="minimal, quick, full (config/retrain/retrain.yaml) or a budget YAML (default quick)",
+    )
+    p.add_argument(
+        "--out",
+        help="output directory (default runs/retrain/<timestamp>; watch: one subdirectory per "
+        "retraining under runs/retrain/watch)",
+    )
     p.add_argument("--registry", default="runs/registry.sqlite", help="lineage registry (default %(default)s)")
     p.add_argument("--force", action="store_true", help="retrain even when the trigger stays silent")
     p.add_argument("--trigger", help="trigger policy YAML (default config/retrain/trigger.yaml)")
@@ -51,11 +57,21 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console()
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    kwargs = {"budget": args.budget, "force": args.force, "config": Path(args.config or DEFAULT_CONFIG),
-              "trigger": Path(args.trigger) if args.trigger else None,
-              "log": lambda line: console.print(f"[bold]retrain[/]: {line}", highlight=False)}
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
+    kwargs = {
+        "budget": args.budget,
+        "force": args.force,
+        "config": Path(args.config or DEFAULT_CONFIG),
+        "trigger": Path(args.trigger) if args.trigger else None,
+        "log": lambda line: console.print(f"[bold]retrain[/]: {line}", highlight=False),
+    }
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         tasks: dict[str, int] = {}
 
         def progress(stage: str, fraction: float) -> None:
@@ -65,15 +81,27 @@ def run(args: argparse.Namespace) -> int:
 
         kwargs["progress"] = progress
         if args.watch:
-            results = watch(Path(args.watch), Path(args.artifact), Path(args.out or "runs/retrain/watch"),
-                            Path(args.registry), WatchConfig(debounce_s=args.debounce,
-                                                             idle_exit_s=args.exit_when_idle),
-                            say=kwargs["log"], **kwargs)
+            results = watch(
+                Path(args.watch),
+                Path(args.artifact),
+                Path(args.out or "runs/retrain/watch"),
+                Path(args.registry),
+                WatchConfig(debounce_s=args.debounce, idle_exit_s=args.exit_when_idle),
+                say=kwargs["log"],
+                **kwargs,
+            )
         else:
             from training.retrain.pipeline import retrain
 
-            results = [retrain(Path(args.logs), Path(args.artifact), Path(args.out or f"runs/retrain/{stamp}"),
-                               registry=Path(args.registry), **kwargs)]
+            results = [
+                retrain(
+                    Path(args.logs),
+                    Path(args.artifact),
+                    Path(args.out or f"runs/retrain/{stamp}"),
+                    registry=Path(args.registry),
+                    **kwargs,
+                )
+            ]
     for r in results:
         _print(console, r)
     if args.json:
@@ -90,13 +118,18 @@ def _print(console, r) -> None:
     table.add_row("trigger", ("RETRAIN: " if r.triggered else "no drift: ") + r.reason)
     if r.identified:
         table.add_row("identified", ", ".join(f"{k} = {v:.4g}" for k, v in r.identified.items()))
-        table.add_row("trajectory error", f"{r.sysid_error_before:.4g} (twin as trained) -> "
-                      f"{r.sysid_error_after:.4g} (identified); plot {r.sysid_plot}")
+        table.add_row(
+            "trajectory error",
+            f"{r.sysid_error_before:.4g} (twin as trained) -> "
+            f"{r.sysid_error_after:.4g} (identified); plot {r.sysid_plot}",
+        )
     if r.training_run:
         table.add_row("training run", r.training_run)
     for name, c in r.campaigns.items():
-        table.add_row(f"campaign {name}", ("PASS" if c["passed"] else "FAIL: " + ", ".join(c["failed_checks"]))
-                      + f"  ({c['report']})")
+        table.add_row(
+            f"campaign {name}",
+            ("PASS" if c["passed"] else "FAIL: " + ", ".join(c["failed_checks"])) + f"  ({c['report']})",
+        )
     if r.new_artifact:
         table.add_row("promoted" if r.promoted else "not promoted", f"{r.promotion_reason}\n{r.new_artifact}")
     table.add_row("stages", ", ".join(f"{k} {v:.0f} s" for k, v in r.timings.items()))

@@ -32,17 +32,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run directory (or one checkpoint file)")
     p.add_argument("--config", metavar="PPO_YAML", help="a PPOConfig YAML (default config/ppo/<robot>.yaml)")
     p.add_argument("--checkpoint-every", type=int, metavar="K", help="iterations between checkpoints")
-    p.add_argument("--stop-at-threshold", action="store_true", default=None,
-                   help="stop once the evaluation passes the tracking threshold")
+    p.add_argument(
+        "--stop-at-threshold",
+        action="store_true",
+        default=None,
+        help="stop once the evaluation passes the tracking threshold",
+    )
     p.add_argument("--max-minutes", type=float, help="stop after this much training time")
     p.add_argument("--sweep", metavar="SWEEP_YAML", help="run a Ray Tune sweep instead of one run")
 
 
 def _overrides(args: argparse.Namespace) -> dict:
-    pairs = {"num_envs": args.envs, "num_workers": args.workers, "iterations": args.iterations, "seed": args.seed,
-             "ray_address": args.ray_address, "checkpoint_every": args.checkpoint_every,
-             "stop_at_threshold": args.stop_at_threshold,
-             "max_seconds": args.max_minutes * 60 if args.max_minutes is not None else None}
+    pairs = {
+        "num_envs": args.envs,
+        "num_workers": args.workers,
+        "iterations": args.iterations,
+        "seed": args.seed,
+        "ray_address": args.ray_address,
+        "checkpoint_every": args.checkpoint_every,
+        "stop_at_threshold": args.stop_at_threshold,
+        "max_seconds": args.max_minutes * 60 if args.max_minutes is not None else None,
+    }
     return {k: v for k, v in pairs.items() if v is not None}
 
 
@@ -88,16 +98,21 @@ def _print_summary(console, s: dict) -> None:
 
     table = Table(title=f"PPO run {s['run_dir']}", show_header=False)
     table.add_row("status", f"{s['status']} at iteration {s['iteration']}/{s['iterations']}")
-    table.add_row("env-steps", f"{s['env_steps']:,} ({s['env_steps_per_s'] or 0:,.0f}/s incl. learning, "
-                               f"{s['workers']} worker(s))")
+    table.add_row(
+        "env-steps", f"{s['env_steps']:,} ({s['env_steps_per_s'] or 0:,.0f}/s incl. learning, {s['workers']} worker(s))"
+    )
     table.add_row("training time", f"{s['train_seconds']:.1f} s (wall {s['wall_seconds']:.1f} s this session)")
     t = s["threshold"]
-    table.add_row("threshold", f"reached at iteration {t['iteration']} after {t['train_seconds']:.1f} s of training"
-                  if t else "not reached")
+    table.add_row(
+        "threshold",
+        f"reached at iteration {t['iteration']} after {t['train_seconds']:.1f} s of training" if t else "not reached",
+    )
     e = s["final_eval"]
     if e:
-        table.add_row("final evaluation", f"|vx err| {e['vx']:.3f} m/s, |wz err| {e['wz']:.3f} rad/s, "
-                                          f"falls {e['falls']}, passed: {e['passed']}")
+        table.add_row(
+            "final evaluation",
+            f"|vx err| {e['vx']:.3f} m/s, |wz err| {e['wz']:.3f} rad/s, falls {e['falls']}, passed: {e['passed']}",
+        )
     table.add_row("checkpoint", str(s["last_checkpoint"]))
     console.print(table)
     console.print(f"tensorboard --logdir {s['run_dir']}", highlight=False)

@@ -27,12 +27,33 @@ class Budget:
 
 
 BUDGETS = {
-    "minimal": Budget(ppo_iterations=60, ppo_max_seconds=150.0, campaign="quick", rlhf="minimal",
-                      duty_seconds=20.0, instruction_seconds=14.0, retrain="minimal"),
-    "quick": Budget(ppo_iterations=150, ppo_max_seconds=300.0, campaign="quick", rlhf="quick",
-                    duty_seconds=40.0, instruction_seconds=16.0, retrain="quick"),
-    "full": Budget(ppo_iterations=None, ppo_max_seconds=None, campaign="full", rlhf="full",
-                   duty_seconds=120.0, instruction_seconds=30.0, retrain="full"),
+    "minimal": Budget(
+        ppo_iterations=60,
+        ppo_max_seconds=150.0,
+        campaign="quick",
+        rlhf="minimal",
+        duty_seconds=20.0,
+        instruction_seconds=14.0,
+        retrain="minimal",
+    ),
+    "quick": Budget(
+        ppo_iterations=150,
+        ppo_max_seconds=300.0,
+        campaign="quick",
+        rlhf="quick",
+        duty_seconds=40.0,
+        instruction_seconds=16.0,
+        retrain="quick",
+    ),
+    "full": Budget(
+        ppo_iterations=None,
+        ppo_max_seconds=None,
+        campaign="full",
+        rlhf="full",
+        duty_seconds=120.0,
+        instruction_seconds=30.0,
+        retrain="full",
+    ),
 }
 
 

@@ -15,11 +15,14 @@ from pathlib import Path
 from edge.fileio import atomic_write_bytes
 from sim.campaign.report import STYLE, axis_heatmap, html_table, img_tag
 
-LOOP_STYLE = STYLE + """
+LOOP_STYLE = (
+    STYLE
+    + """
 .warn { background: #ef6c00; } .skipped { background: #757575; } .pending { background: #9e9e9e; }
 td.verdict { text-align: center; } td:last-child { white-space: nowrap; } .note { color: #555; font-size: 14px; }
 .grid { display: grid; grid-template-columns: 1fr 1fr; gap: 8px; }
 """
+)
 
 
 def write_report(out: Path, state) -> Path:
@@ -32,10 +35,15 @@ def write_report(out: Path, state) -> Path:
         parts.append(section(stages, out))
     data = json.dumps({"config": state.cfg.to_dict(), "stages": stages}, indent=1, default=str)
     embedded = data.replace("</", "<\\/")  # a "</script>" inside a string must not end the script element
-    parts += ["<h2>Data</h2>", f"<details><summary>loop.json</summary><pre>{html.escape(data)}</pre></details>",
-              f'<script type="application/json" id="loop-state">{embedded}</script>']
-    doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sim2real loop: {html.escape(state.cfg.robot)}"
-           f"</title><style>{LOOP_STYLE}</style></head><body>{''.join(parts)}</body></html>")
+    parts += [
+        "<h2>Data</h2>",
+        f"<details><summary>loop.json</summary><pre>{html.escape(data)}</pre></details>",
+        f'<script type="application/json" id="loop-state">{embedded}</script>',
+    ]
+    doc = (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sim2real loop: {html.escape(state.cfg.robot)}"
+        f"</title><style>{LOOP_STYLE}</style></head><body>{''.join(parts)}</body></html>"
+    )
     path = out / "report.html"
     atomic_write_bytes(path, doc.encode())
     return path
@@ -56,10 +64,13 @@ def _header(state) -> str:
     else:
         overall = "pending"
     cfg = state.cfg
-    return (f"<h1>sim2real loop {_badge(overall)}</h1><p class='meta'>robot <code>{html.escape(cfg.robot)}</code>, "
-            f"budget <code>{cfg.budget}</code>, run directory <code>{html.escape(cfg.out)}</code>, "
-            f"field twin <code>{html.escape(Path(cfg.field_twin).name)}</code>"
-            + (f"; stopped at <b>{html.escape(failed[0])}</b>" if failed else "") + "</p>")
+    return (
+        f"<h1>sim2real loop {_badge(overall)}</h1><p class='meta'>robot <code>{html.escape(cfg.robot)}</code>, "
+        f"budget <code>{cfg.budget}</code>, run directory <code>{html.escape(cfg.out)}</code>, "
+        f"field twin <code>{html.escape(Path(cfg.field_twin).name)}</code>"
+        + (f"; stopped at <b>{html.escape(failed[0])}</b>" if failed else "")
+        + "</p>"
+    )
 
 
 def _stage_table(stages: dict) -> str:
@@ -71,12 +82,17 @@ def _stage_table(stages: dict) -> str:
         verdict = _badge(s["verdict"]) if s else _badge("pending")
         figure = html.escape(s["figure"]) if s else ""
         seconds = f"{s['seconds']:.0f} s" if s else ""
-        rows.append(f"<tr><td><b>{name}</b><br><span class='note'>{html.escape(description)}</span></td>"
-                    f"<td class='verdict'>{verdict}</td><td style='text-align:left'>{figure}</td>"
-                    f"<td>{seconds}</td></tr>")
+        rows.append(
+            f"<tr><td><b>{name}</b><br><span class='note'>{html.escape(description)}</span></td>"
+            f"<td class='verdict'>{verdict}</td><td style='text-align:left'>{figure}</td>"
+            f"<td>{seconds}</td></tr>"
+        )
     total = sum(s["seconds"] for s in stages.values())
-    return ("<h2>Stages</h2><table><tr><th>stage</th><th>verdict</th><th>key figure</th><th>time</th></tr>"
-            + "".join(rows) + f"<tr><td>total</td><td></td><td></td><td>{total:.0f} s</td></tr></table>")
+    return (
+        "<h2>Stages</h2><table><tr><th>stage</th><th>verdict</th><th>key figure</th><th>time</th></tr>"
+        + "".join(rows)
+        + f"<tr><td>total</td><td></td><td></td><td>{total:.0f} s</td></tr></table>"
+    )
 
 
 def _pending(title: str) -> str:
@@ -101,11 +117,16 @@ def _training(stages: dict, out: Path) -> str:
     ax2.legend()
     fig.tight_layout()
     reached = d["threshold"]
-    note = (f"evaluation threshold reached at iteration {reached['iteration']} after {reached['train_seconds']:.0f} s"
-            if reached else "evaluation threshold not reached")
-    return (f"<h2>Training</h2><p class='note'>{d['iterations']} iterations, {d['env_steps']:,} env-steps at "
-            f"{d['env_steps_per_s'] or 0:,.0f} env-steps/s; {note}. Run: <code>{html.escape(d['run_dir'])}</code></p>"
-            + img_tag(fig, "training curves"))
+    note = (
+        f"evaluation threshold reached at iteration {reached['iteration']} after {reached['train_seconds']:.0f} s"
+        if reached
+        else "evaluation threshold not reached"
+    )
+    return (
+        f"<h2>Training</h2><p class='note'>{d['iterations']} iterations, {d['env_steps']:,} env-steps at "
+        f"{d['env_steps_per_s'] or 0:,.0f} env-steps/s; {note}. Run: <code>{html.escape(d['run_dir'])}</code></p>"
+        + img_tag(fig, "training curves")
+    )
 
 
 def _campaign(stages: dict, out: Path) -> str:
@@ -118,11 +139,15 @@ def _campaign(stages: dict, out: Path) -> str:
     cfg = load_campaign(summary["campaign"])
     names = list(summary["kpis"])
     link = html.escape(str(Path(d["report"]).resolve().relative_to(out.resolve())))
-    parts = [f"<h2>Validation campaign {_badge('pass' if d['passed'] else 'fail')}</h2>",
-             f"<p class='note'>{d['episodes'] - d['failing_episodes']}/{d['episodes']} episodes within the gates; "
-             f"full report with worst-case trajectories: <a href='{link}'>{link}</a></p>",
-             html_table(["KPI", "mean", "gate"], [[k, v["mean"], str(cfg.gates.kpis.get(k, "-"))]
-                                                   for k, v in summary["kpis"].items()])]
+    parts = [
+        f"<h2>Validation campaign {_badge('pass' if d['passed'] else 'fail')}</h2>",
+        f"<p class='note'>{d['episodes'] - d['failing_episodes']}/{d['episodes']} episodes within the gates; "
+        f"full report with worst-case trajectories: <a href='{link}'>{link}</a></p>",
+        html_table(
+            ["KPI", "mean", "gate"],
+            [[k, v["mean"], str(cfg.gates.kpis.get(k, "-"))] for k, v in summary["kpis"].items()],
+        ),
+    ]
     parts.append("<div class='grid'>")
     for axis, entries in summary["axes"].items():
         parts.append(img_tag(axis_heatmap(axis, entries, names, cfg), f"heatmap: {axis}"))
@@ -144,13 +169,18 @@ def _instruction(stages: dict, out: Path) -> str:
     ax.set_xticks([0.4, 2.4], labels)
     ax.set_ylim(0, 1.05)
     ax.legend(loc="lower right")
-    rows = [["intent accuracy (held-out)", d["intent_accuracy_sft"], d["intent_accuracy"]],
-            ["JSON-valid rate", sft_valid, d["json_valid_rate"]],
-            ["RLHF wins over SFT (reward model)", "-", d.get("win_rate_rm", "-")],
-            ["RLHF wins over SFT (simulated operator)", "-", d.get("win_rate_operator", "-")]]
-    return ("<h2>Instruction model</h2><p class='note'>held-out paraphrases; the RLHF model generates with "
-            f"vLLM during RL. Model: <code>{html.escape(str(d['model_dir']))}</code></p>"
-            + html_table(["metric", "SFT", "RLHF"], rows) + img_tag(fig, "instruction accuracy"))
+    rows = [
+        ["intent accuracy (held-out)", d["intent_accuracy_sft"], d["intent_accuracy"]],
+        ["JSON-valid rate", sft_valid, d["json_valid_rate"]],
+        ["RLHF wins over SFT (reward model)", "-", d.get("win_rate_rm", "-")],
+        ["RLHF wins over SFT (simulated operator)", "-", d.get("win_rate_operator", "-")],
+    ]
+    return (
+        "<h2>Instruction model</h2><p class='note'>held-out paraphrases; the RLHF model generates with "
+        f"vLLM during RL. Model: <code>{html.escape(str(d['model_dir']))}</code></p>"
+        + html_table(["metric", "SFT", "RLHF"], rows)
+        + img_tag(fig, "instruction accuracy")
+    )
 
 
 def _field(stages: dict, out: Path) -> str:
@@ -160,9 +190,11 @@ def _field(stages: dict, out: Path) -> str:
         return _pending("Field vs campaign KPIs")
     a = stages["analyse"]["data"]
     keys = ["tracking_error_lin", "tracking_error_ang"]
-    series = {"campaign (twin)": [a["baseline_kpis"].get(k, float("nan")) for k in keys],
-              "field, operator script": [a["duty_kpis"][k] for k in keys],
-              "field, instruction session": [a["instruction_session_kpis"][k] for k in keys]}
+    series = {
+        "campaign (twin)": [a["baseline_kpis"].get(k, float("nan")) for k in keys],
+        "field, operator script": [a["duty_kpis"][k] for k in keys],
+        "field, instruction session": [a["instruction_session_kpis"][k] for k in keys],
+    }
     final = stages.get("final", {}).get("data")
     if final:
         label = "field, operator script, retrained" if final["promoted"] else "field, operator script, again"
@@ -176,14 +208,21 @@ def _field(stages: dict, out: Path) -> str:
     ax.legend(fontsize=8)
     reasons = "".join(f"<li>{html.escape(r)}</li>" for r in a["reasons"]) or "<li>no drift</li>"
     damage = "".join(f"<li>{html.escape(x)}</li>" for x in a["damage"])
-    closed = "".join(f"<li>{html.escape(k)}: {100 * c:.0f}% of the field-vs-campaign gap closed</li>"
-                     for k, c in (final or {}).get("gap_closed", {}).items() if c is not None)
-    return ("<h2>Field vs campaign KPIs</h2><p class='note'>field = the hidden-parameter field twin over ROS 2 "
-            f"(sim_bridge_node), KPIs from the recorded MCAP logs with the campaign's KPI code; the trigger compares "
-            f"the operator script's ({a['episodes']} episodes) with the campaign means in the manifest</p>"
-            f"<ul>{reasons}</ul>" + (f"<p>damaged log spans:</p><ul>{damage}</ul>" if damage else "")
-            + html_table(["", *keys], [[k, *v] for k, v in series.items()]) + img_tag(fig, "field vs campaign KPIs")
-            + (f"<p>after retraining:</p><ul>{closed}</ul>" if closed else ""))
+    closed = "".join(
+        f"<li>{html.escape(k)}: {100 * c:.0f}% of the field-vs-campaign gap closed</li>"
+        for k, c in (final or {}).get("gap_closed", {}).items()
+        if c is not None
+    )
+    return (
+        "<h2>Field vs campaign KPIs</h2><p class='note'>field = the hidden-parameter field twin over ROS 2 "
+        f"(sim_bridge_node), KPIs from the recorded MCAP logs with the campaign's KPI code; the trigger compares "
+        f"the operator script's ({a['episodes']} episodes) with the campaign means in the manifest</p>"
+        f"<ul>{reasons}</ul>"
+        + (f"<p>damaged log spans:</p><ul>{damage}</ul>" if damage else "")
+        + html_table(["", *keys], [[k, *v] for k, v in series.items()])
+        + img_tag(fig, "field vs campaign KPIs")
+        + (f"<p>after retraining:</p><ul>{closed}</ul>" if closed else "")
+    )
 
 
 def _sysid(stages: dict, out: Path) -> str:
@@ -202,19 +241,29 @@ def _sysid(stages: dict, out: Path) -> str:
     before, after = d.get("sysid_error_before"), d.get("sysid_error_after")
     fit = ""
     if before is not None and after is not None:
-        fit = (f"<p>trajectory error of the twin replaying the logged commands: {before:.4g} before, {after:.4g} "
-               f"after identification ({100 * (1 - after / before):.0f}% lower)</p>")
+        fit = (
+            f"<p>trajectory error of the twin replaying the logged commands: {before:.4g} before, {after:.4g} "
+            f"after identification ({100 * (1 - after / before):.0f}% lower)</p>"
+        )
     img = img_tag(_sysid_figure(d["identified"], hidden, before, after), "system id fit") if d["identified"] else ""
     plot = d.get("sysid_plot")  # the retraining's own figure: logged velocities beside both twins' replays
     if plot and Path(plot).is_file():
         img += f"<img alt='replayed trajectories' src='data:image/png;base64,{_b64(Path(plot))}'>"
     verdicts = d.get("campaigns", {})
-    camp = html_table(["campaign", "passed"],
-                      [[k, "pass" if v.get("passed") else "FAIL"] for k, v in verdicts.items()]) if verdicts else ""
-    return ("<h2>System identification and retraining</h2>"
-            + html_table(["parameter", "identified", "hidden (field twin)"], rows)
-            + fit + img + camp + f"<p>{'promoted' if d['promoted'] else 'not promoted'}: "
-            f"{html.escape(str(d.get('promotion_reason', '')))}</p>")
+    camp = (
+        html_table(["campaign", "passed"], [[k, "pass" if v.get("passed") else "FAIL"] for k, v in verdicts.items()])
+        if verdicts
+        else ""
+    )
+    return (
+        "<h2>System identification and retraining</h2>"
+        + html_table(["parameter", "identified", "hidden (field twin)"], rows)
+        + fit
+        + img
+        + camp
+        + f"<p>{'promoted' if d['promoted'] else 'not promoted'}: "
+        f"{html.escape(str(d.get('promotion_reason', '')))}</p>"
+    )
 
 
 def _b64(path: Path) -> str:
@@ -242,6 +291,12 @@ def _lineage(stages: dict, out: Path) -> str:
     artifact = stages["final"]["data"]["artifact"]
     chain = stages.get("retrain", {}).get("data", {}).get("lineage") or []
     rows = [[str(step.get("kind", "")), str(step.get("ref", "")), str(step.get("detail", ""))] for step in chain]
-    return (f"<h2>Lineage of the artifact in service</h2><p class='note'><code>{html.escape(str(artifact))}</code>"
-            "</p>" + (html_table(["step", "what", "detail"], rows) if rows else
-                      "<p class='note'>the first artifact: trained and validated by this run (stages above)</p>"))
+    return (
+        f"<h2>Lineage of the artifact in service</h2><p class='note'><code>{html.escape(str(artifact))}</code>"
+        "</p>"
+        + (
+            html_table(["step", "what", "detail"], rows)
+            if rows
+            else "<p class='note'>the first artifact: trained and validated by this run (stages above)</p>"
+        )
+    )

@@ -25,12 +25,36 @@ REPORT_FILE = "report.html"
 # seconds each stage takes on 2 cores, by budget: the ETA shown before a stage starts (then replaced by this
 # run's own timings as they come in)
 EXPECTED_S = {
-    "minimal": {"train": 90, "export": 10, "validate": 40, "instruction": 90, "deploy": 60, "analyse": 5,
-                "retrain": 90, "final": 60},
-    "quick": {"train": 150, "export": 10, "validate": 40, "instruction": 240, "deploy": 80, "analyse": 5,
-              "retrain": 240, "final": 80},
-    "full": {"train": 900, "export": 10, "validate": 600, "instruction": 1800, "deploy": 150, "analyse": 10,
-             "retrain": 1800, "final": 150},
+    "minimal": {
+        "train": 90,
+        "export": 10,
+        "validate": 40,
+        "instruction": 90,
+        "deploy": 60,
+        "analyse": 5,
+        "retrain": 90,
+        "final": 60,
+    },
+    "quick": {
+        "train": 150,
+        "export": 10,
+        "validate": 40,
+        "instruction": 240,
+        "deploy": 80,
+        "analyse": 5,
+        "retrain": 240,
+        "final": 80,
+    },
+    "full": {
+        "train": 900,
+        "export": 10,
+        "validate": 600,
+        "instruction": 1800,
+        "deploy": 150,
+        "analyse": 10,
+        "retrain": 1800,
+        "final": 150,
+    },
 }
 
 Announce = Callable[[int, str, str, float], None]  # (index, stage, description, ETA of the rest in s)
@@ -50,8 +74,10 @@ class LoopState:
             started = raw["config"]
             for key in ("robot", "budget"):
                 if started[key] != getattr(cfg, key):
-                    raise UserError(f"{out} holds a loop run with {key}={started[key]!r}, not {getattr(cfg, key)!r};"
-                                    f" pass --{key} {started[key]} to resume it, or another --out")
+                    raise UserError(
+                        f"{out} holds a loop run with {key}={started[key]!r}, not {getattr(cfg, key)!r};"
+                        f" pass --{key} {started[key]} to resume it, or another --out"
+                    )
             self.stages = raw["stages"]
             self.finished = raw.get("finished", False)
 
@@ -79,8 +105,9 @@ def latest_unfinished(root: Path, cfg: LoopConfig) -> Path | None:
     return None
 
 
-def run_loop(cfg: LoopConfig, announce: Announce, finished: Finished,
-             progress: Callable[[float, str], None]) -> LoopState:
+def run_loop(
+    cfg: LoopConfig, announce: Announce, finished: Finished, progress: Callable[[float, str], None]
+) -> LoopState:
     """Run (or resume) the loop in cfg.out; returns the state. KeyboardInterrupt (Ctrl-C or SIGTERM) leaves the
     finished stages recorded and propagates."""
     from training.loop.report import write_report
@@ -108,8 +135,9 @@ def run_loop(cfg: LoopConfig, announce: Announce, finished: Finished,
             try:
                 result = stage(ctx)
             except UserError as e:  # nothing recorded: the same command retries the stage
-                raise UserError(f"stage {name}: {e} (finished stages are kept; re-run the same command to retry)"
-                                ) from None
+                raise UserError(
+                    f"stage {name}: {e} (finished stages are kept; re-run the same command to retry)"
+                ) from None
             state.record(name, result, time.monotonic() - t0)
             finished(name, result, time.monotonic() - t0)
             write_report(out, state)
@@ -118,7 +146,8 @@ def run_loop(cfg: LoopConfig, announce: Announce, finished: Finished,
             if result.verdict == FAIL:
                 break
         state.finished = all(n in state.stages for n in wanted) or any(
-            s["verdict"] == FAIL for s in state.stages.values())
+            s["verdict"] == FAIL for s in state.stages.values()
+        )
         state.save()
         write_report(out, state)
     finally:
@@ -134,4 +163,3 @@ def _wanted(until: str) -> list[str]:
     if until not in STAGE_NAMES:
         raise UserError(f"unknown stage {until!r}; stages: {', '.join(STAGE_NAMES)}")
     return STAGE_NAMES[: STAGE_NAMES.index(until) + 1]
-

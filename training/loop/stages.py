@@ -48,8 +48,13 @@ def train(ctx: StageContext) -> StageResult:
     from training.ppo.checkpoint import latest_checkpoint
 
     sizes = ctx.cfg.sizes
-    overrides = {"run_root": str(ctx.out / "train"), "stop_at_threshold": True, "seed": ctx.cfg.seed,
-                 "export": False, "randomization": ctx.cfg.randomize}
+    overrides = {
+        "run_root": str(ctx.out / "train"),
+        "stop_at_threshold": True,
+        "seed": ctx.cfg.seed,
+        "export": False,
+        "randomization": ctx.cfg.randomize,
+    }
     if sizes.ppo_iterations is not None:
         overrides["iterations"] = sizes.ppo_iterations
     if sizes.ppo_max_seconds is not None:
@@ -61,14 +66,26 @@ def train(ctx: StageContext) -> StageResult:
     summary = json.loads((run_dir / "summary.json").read_text())
     final = summary.get("final_eval") or {}
     reached = summary.get("threshold")
-    figure = (f"threshold at iteration {reached['iteration']} ({reached['train_seconds']:.0f} s)" if reached
-              else f"threshold not reached in {summary['iteration']} iterations")
+    figure = (
+        f"threshold at iteration {reached['iteration']} ({reached['train_seconds']:.0f} s)"
+        if reached
+        else f"threshold not reached in {summary['iteration']} iterations"
+    )
     if final:
         figure += f"; |vx err| {final.get('vx', float('nan')):.3f} m/s, |wz err| {final.get('wz', float('nan')):.3f}"
-    return StageResult(PASS if reached else WARN, figure, {
-        "run_dir": str(run_dir), "iterations": summary["iteration"], "env_steps": summary["env_steps"],
-        "env_steps_per_s": summary["env_steps_per_s"], "threshold": reached, "final_eval": final,
-        "progress_file": str(run_dir / "progress.jsonl")})
+    return StageResult(
+        PASS if reached else WARN,
+        figure,
+        {
+            "run_dir": str(run_dir),
+            "iterations": summary["iteration"],
+            "env_steps": summary["env_steps"],
+            "env_steps_per_s": summary["env_steps_per_s"],
+            "threshold": reached,
+            "final_eval": final,
+            "progress_file": str(run_dir / "progress.jsonl"),
+        },
+    )
 
 
 def _unfinished_run(root: Path, latest_checkpoint) -> Path | None:
@@ -94,8 +111,11 @@ def export(ctx: StageContext) -> StageResult:
     sha = manifest.policy["sha256"]
     with Registry(registry_path(ctx)) as reg:  # the lineage starts here: this artifact came from that run
         reg.add_artifact(sha, artifact, manifest.robot["name"], manifest.training_run_id, run_dir)
-    return StageResult(PASS, f"policy.onnx {sha[:12]}, {manifest.control_period * 1e3:g} ms period",
-                       {"artifact": str(artifact), "sha256": sha})
+    return StageResult(
+        PASS,
+        f"policy.onnx {sha[:12]}, {manifest.control_period * 1e3:g} ms period",
+        {"artifact": str(artifact), "sha256": sha},
+    )
 
 
 # ------------------------------------------------------------------------------------------------- 3 validate
@@ -108,8 +128,12 @@ def run_gate(artifact: str, campaign: str, out: Path, progress: Progress):
     from sim.campaign.config import load_campaign
     from sim.campaign.runner import run_campaign
 
-    return run_campaign(artifact, load_campaign(campaign), out,
-                        progress=lambda done, total: progress(done / max(total, 1), f"{done}/{total} episodes"))
+    return run_campaign(
+        artifact,
+        load_campaign(campaign),
+        out,
+        progress=lambda done, total: progress(done / max(total, 1), f"{done}/{total} episodes"),
+    )
 
 
 def _campaign_result(outcome) -> StageResult:
@@ -117,24 +141,41 @@ def _campaign_result(outcome) -> StageResult:
 
     s = outcome.summary
     means = {k: v["mean"] for k, v in s["kpis"].items()}
-    figure = (f"{s['episodes'] - s['failing_episodes']}/{s['episodes']} episodes pass; tracking "
-              f"{means.get('tracking_error_lin', float('nan')):.3f} m/s, "
-              f"{means.get('tracking_error_ang', float('nan')):.3f} rad/s")
-    return StageResult(PASS if outcome.passed else FAIL, figure, {
-        "passed": outcome.passed, "summary_file": str(outcome.out_dir / "summary.json"),
-        "report": str(outcome.out_dir / REPORT_FILE), "kpi_means": means,
-        "episodes": s["episodes"], "failing_episodes": s["failing_episodes"]})
+    figure = (
+        f"{s['episodes'] - s['failing_episodes']}/{s['episodes']} episodes pass; tracking "
+        f"{means.get('tracking_error_lin', float('nan')):.3f} m/s, "
+        f"{means.get('tracking_error_ang', float('nan')):.3f} rad/s"
+    )
+    return StageResult(
+        PASS if outcome.passed else FAIL,
+        figure,
+        {
+            "passed": outcome.passed,
+            "summary_file": str(outcome.out_dir / "summary.json"),
+            "report": str(outcome.out_dir / REPORT_FILE),
+            "kpi_means": means,
+            "episodes": s["episodes"],
+            "failing_episodes": s["failing_episodes"],
+        },
+    )
 
 
 # ---------------------------------------------------------------------------------------------- 4 instruction
 def instruction(ctx: StageContext) -> StageResult:
     from training.rlhf.pipeline import run_pipeline
 
-    r = run_pipeline(ctx.out / "instruction", robot=ctx.cfg.robot, budget=ctx.cfg.sizes.rlhf,
-                     engine=ctx.cfg.rlhf_engine, progress=lambda stage, f: ctx.progress(f, stage))
+    r = run_pipeline(
+        ctx.out / "instruction",
+        robot=ctx.cfg.robot,
+        budget=ctx.cfg.sizes.rlhf,
+        engine=ctx.cfg.rlhf_engine,
+        progress=lambda stage, f: ctx.progress(f, stage),
+    )
     on_target = r["intent_accuracy"] >= 0.9 and r["json_valid_rate"] >= 1.0
-    figure = (f"intent {100 * r['intent_accuracy']:.0f}% (SFT {100 * r['intent_accuracy_sft']:.0f}%), "
-              f"JSON valid {100 * r['json_valid_rate']:.0f}%")
+    figure = (
+        f"intent {100 * r['intent_accuracy']:.0f}% (SFT {100 * r['intent_accuracy_sft']:.0f}%), "
+        f"JSON valid {100 * r['json_valid_rate']:.0f}%"
+    )
     return StageResult(PASS if on_target else WARN, figure, r)
 
 
@@ -148,7 +189,7 @@ def deploy(ctx: StageContext) -> StageResult:
     model = ctx.data("instruction")["model_dir"]
     session = _field_run(ctx, artifact, logs / "instructions", "instruction session", instructions=model)
     executed = session.get("instructions", [])
-    figure = (f"operator script: {_tracking(duty)}; instructions: {len(executed)} executed, {_tracking(session)}")
+    figure = f"operator script: {_tracking(duty)}; instructions: {len(executed)} executed, {_tracking(session)}"
     falls = duty["falls"] + session["falls"]
     return StageResult(PASS if not falls else WARN, figure, {**duty, "logs": str(logs), "instruction_session": session})
 
@@ -160,10 +201,17 @@ def _field_run(ctx: StageContext, artifact: str, record: Path, what: str, instru
 
     sizes = ctx.cfg.sizes
     seconds = sizes.instruction_seconds if instructions else sizes.duty_seconds
-    return run_sil(artifact, seconds, field_twin=ctx.cfg.field_twin, commands=ctx.cfg.duty, record=str(record),
-                   instructions=ctx.cfg.instructions if instructions else None, instruction_model=instructions,
-                   instruction_backend=ctx.cfg.instruction_backend,
-                   progress=lambda t: ctx.progress(t / seconds, f"{what}: {t:.1f}/{seconds:g} s simulated"))
+    return run_sil(
+        artifact,
+        seconds,
+        field_twin=ctx.cfg.field_twin,
+        commands=ctx.cfg.duty,
+        record=str(record),
+        instructions=ctx.cfg.instructions if instructions else None,
+        instruction_model=instructions,
+        instruction_backend=ctx.cfg.instruction_backend,
+        progress=lambda t: ctx.progress(t / seconds, f"{what}: {t:.1f}/{seconds:g} s simulated"),
+    )
 
 
 def _tracking(summary: dict) -> str:
@@ -183,11 +231,21 @@ def analyse(ctx: StageContext) -> StageResult:
     session_kpis, _, session_damage, session_files = log_kpis(logs / "instructions", manifest)
     baseline = manifest.campaign_verdict["kpi_means"]
     decision = decide(duty_kpis, episodes, baseline, TriggerPolicy.from_yaml())
-    return StageResult(WARN if decision.retrain else PASS,
-                       ("drift: " if decision.retrain else "no drift: ") + decision.summary(),
-                       {"retrain": decision.retrain, "reasons": decision.reasons, "drifted": decision.drifted,
-                        "duty_kpis": duty_kpis, "instruction_session_kpis": session_kpis, "baseline_kpis": baseline,
-                        "episodes": episodes, "files": files + session_files, "damage": damage + session_damage})
+    return StageResult(
+        WARN if decision.retrain else PASS,
+        ("drift: " if decision.retrain else "no drift: ") + decision.summary(),
+        {
+            "retrain": decision.retrain,
+            "reasons": decision.reasons,
+            "drifted": decision.drifted,
+            "duty_kpis": duty_kpis,
+            "instruction_session_kpis": session_kpis,
+            "baseline_kpis": baseline,
+            "episodes": episodes,
+            "files": files + session_files,
+            "damage": damage + session_damage,
+        },
+    )
 
 
 def log_kpis(path: Path, manifest) -> tuple[dict[str, float], int, list[str], list[str]]:
@@ -201,8 +259,12 @@ def log_kpis(path: Path, manifest) -> tuple[dict[str, float], int, list[str], li
     if not files:
         raise UserError(f"no MCAP field logs in {path}")
     read = ingest_logs(files, load_robot(manifest.robot["name"]))
-    return (read["field_kpis"], read["episodes"], [d for log in read["logs"] for d in log["damage"]],
-            [str(f) for f in files])
+    return (
+        read["field_kpis"],
+        read["episodes"],
+        [d for log in read["logs"] for d in log["damage"]],
+        [str(f) for f in files],
+    )
 
 
 # -------------------------------------------------------------------------------------------------- 7 retrain
@@ -212,9 +274,14 @@ def retrain(ctx: StageContext) -> StageResult:
     from training.retrain.pipeline import retrain as run_retrain
 
     logs = Path(ctx.data("deploy")["logs"]) / "duty"  # the evidence the trigger fired on
-    r = run_retrain(logs, Path(ctx.data("export")["artifact"]), ctx.out / "retrain",
-                    budget=ctx.cfg.sizes.retrain, registry=registry_path(ctx),
-                    progress=lambda stage, f: ctx.progress(f, stage)).to_dict()
+    r = run_retrain(
+        logs,
+        Path(ctx.data("export")["artifact"]),
+        ctx.out / "retrain",
+        budget=ctx.cfg.sizes.retrain,
+        registry=registry_path(ctx),
+        progress=lambda stage, f: ctx.progress(f, stage),
+    ).to_dict()
     identified = ", ".join(f"{k} {v:.3g}" for k, v in r["identified"].items())
     verdict = "promoted" if r["promoted"] else f"not promoted ({r['promotion_reason']})"
     figure = f"identified {identified}; {verdict}"
@@ -241,11 +308,25 @@ def final(ctx: StageContext) -> StageResult:
         gap = before[kpi] - baseline[kpi]
         closed[kpi] = (before[kpi] - after[kpi]) / gap if gap > 1e-9 else None
     figure = f"{'retrained' if promoted else 'original'} artifact: {_tracking(run)}"
-    figure += "".join(f"; {kpi}: {before[kpi]:.3f} -> {after[kpi]:.3f} (campaign {baseline[kpi]:.3f}), "
-                      f"{100 * c:.0f}% of the gap closed" for kpi, c in closed.items() if c is not None)
+    figure += "".join(
+        f"; {kpi}: {before[kpi]:.3f} -> {after[kpi]:.3f} (campaign {baseline[kpi]:.3f}), "
+        f"{100 * c:.0f}% of the gap closed"
+        for kpi, c in closed.items()
+        if c is not None
+    )
     verdict = PASS if not run["falls"] and all(c is None or c >= 0.5 for c in closed.values()) else WARN
-    return StageResult(verdict, figure, {**run, "artifact": artifact, "promoted": bool(promoted), "logs": str(logs),
-                                         "field_kpis": after, "gap_closed": closed})
+    return StageResult(
+        verdict,
+        figure,
+        {
+            **run,
+            "artifact": artifact,
+            "promoted": bool(promoted),
+            "logs": str(logs),
+            "field_kpis": after,
+            "gap_closed": closed,
+        },
+    )
 
 
 STAGES: list[tuple[str, Callable[[StageContext], StageResult], str]] = [

@@ -95,8 +95,17 @@ class PPOConfig:
         self.validate()
 
     def validate(self) -> None:
-        positive = ("num_envs", "num_workers", "iterations", "num_steps_per_env", "num_learning_epochs",
-                    "num_mini_batches", "eval_envs", "checkpoint_every", "torch_threads")
+        positive = (
+            "num_envs",
+            "num_workers",
+            "iterations",
+            "num_steps_per_env",
+            "num_learning_epochs",
+            "num_mini_batches",
+            "eval_envs",
+            "checkpoint_every",
+            "torch_threads",
+        )
         for key in positive:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

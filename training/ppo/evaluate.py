@@ -38,8 +38,14 @@ class TrackingEvaluator:
         randomization = cfg.randomization_config(spec.randomization)
         self.command = cfg.eval_command
         self.threshold = cfg.threshold
-        self.twin = BatchedTwin(spec, cfg.eval_envs, seed=EVAL_SEED, randomization=randomization, nthread=nthread,
-                                resample_commands=self.command is None)
+        self.twin = BatchedTwin(
+            spec,
+            cfg.eval_envs,
+            seed=EVAL_SEED,
+            randomization=randomization,
+            nthread=nthread,
+            resample_commands=self.command is None,
+        )
         self.steps = max(1, int(round((cfg.eval_seconds or spec.episode_length_s) / spec.control_dt)))
 
     def __call__(self, policy: Callable[[np.ndarray], np.ndarray]) -> EvalResult:

@@ -34,8 +34,15 @@ def export_run(run_dir: Path, out: Path | None = None) -> Path:
     info = run_dir / "run_info.json"  # written by `sim2real train`; a run driven from Python may lack it
     run_id = json.loads(info.read_text())["run_id"] if info.is_file() else f"{spec.name}/{run_dir.name}"
     out = Path(out) if out is not None else run_dir / POLICY_DIR
-    export_policy(actor_from_checkpoint(state), spec.to_dict(), None, out, run_id=run_id,
-                  target_limits=joint_target_limits(spec), clip_actions=state["clip_actions"])
+    export_policy(
+        actor_from_checkpoint(state),
+        spec.to_dict(),
+        None,
+        out,
+        run_id=run_id,
+        target_limits=joint_target_limits(spec),
+        clip_actions=state["clip_actions"],
+    )
     return out
 
 

@@ -101,8 +101,10 @@ def check_resources(cfg: PPOConfig, spec: RobotSpec) -> None:
     need = per_env * (cfg.num_envs + cfg.eval_envs)
     free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if need > 0.8 * free:
-        raise ConfigError(f"{cfg.num_envs} envs of {spec.name} need about {need / 1e9:.1f} GB; "
-                          f"this machine has {free / 1e9:.1f} GB free")
+        raise ConfigError(
+            f"{cfg.num_envs} envs of {spec.name} need about {need / 1e9:.1f} GB; "
+            f"this machine has {free / 1e9:.1f} GB free"
+        )
 
 
 def new_run_dir(root: Path) -> Path:
@@ -123,18 +125,21 @@ def write_snapshot(run_dir: Path, cfg: PPOConfig, spec: RobotSpec, resumed_from:
     info_path = run_dir / "run_info.json"
     info = json.loads(info_path.read_text()) if info_path.is_file() else {"run_id": f"{spec.name}/{run_dir.name}"}
     info.update(git_state())
-    info.setdefault("sessions", []).append({
-        "started": datetime.datetime.now().isoformat(timespec="seconds"),
-        "command": sys.argv,
-        "resumed_from": str(resumed_from) if resumed_from else None,
-        "host": platform.node(),
-        "versions": _versions(),
-    })
+    info.setdefault("sessions", []).append(
+        {
+            "started": datetime.datetime.now().isoformat(timespec="seconds"),
+            "command": sys.argv,
+            "resumed_from": str(resumed_from) if resumed_from else None,
+            "host": platform.node(),
+            "versions": _versions(),
+        }
+    )
     info_path.write_text(json.dumps(info, indent=2))
 
 
 def git_state() -> dict:
     """The commit the code ran from and whether the tree had uncommitted changes (None outside a git checkout)."""
+
     def git(*args: str) -> str | None:
         try:
             out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)

@@ -14,8 +14,9 @@ OBS_GROUPS = {"actor": [OBS_GROUP], "critic": [OBS_GROUP]}
 
 def build_actor(obs: TensorDict, cfg: PPOConfig, num_actions: int) -> MLPModel:
     dist_cfg = {"class_name": "GaussianDistribution", "init_std": cfg.init_std, "std_type": "scalar"}
-    return MLPModel(obs, OBS_GROUPS, "actor", num_actions, cfg.actor_hidden_dims, cfg.activation,
-                    cfg.obs_normalization, dist_cfg)
+    return MLPModel(
+        obs, OBS_GROUPS, "actor", num_actions, cfg.actor_hidden_dims, cfg.activation, cfg.obs_normalization, dist_cfg
+    )
 
 
 def build_critic(obs: TensorDict, cfg: PPOConfig) -> MLPModel:

@@ -26,9 +26,15 @@ class ProgressBar:
         self.total, self.last_plain = total, 0.0
         self.reward, self.fps = math.nan, 0.0
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
-            console=self.console, disable=not self.live,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=self.console,
+            disable=not self.live,
         )
         self.task = self.progress.add_task(description, total=total, completed=start, status="")
         self.progress.start()

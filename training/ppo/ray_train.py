@@ -33,8 +33,12 @@ def run_ray(cfg: PPOConfig, run_dir: Path, resume: Path | None = None, show_prog
     if not ray.is_initialized():
         # workers import our packages from this checkout even when it is not pip-installed
         env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-        ray.init(address=cfg.ray_address, log_to_driver=False, runtime_env={"env_vars": env},
-                 logging_config=ray.LoggingConfig(log_level="WARNING"))
+        ray.init(
+            address=cfg.ray_address,
+            log_to_driver=False,
+            runtime_env={"env_vars": env},
+            logging_config=ray.LoggingConfig(log_level="WARNING"),
+        )
     cpus = int(ray.cluster_resources().get("CPU", 0))
     if cfg.num_workers > cpus:
         raise ConfigError(f"{cfg.num_workers} workers need {cfg.num_workers} CPUs; the Ray cluster has {cpus}")
@@ -42,13 +46,18 @@ def run_ray(cfg: PPOConfig, run_dir: Path, resume: Path | None = None, show_prog
     worker_cfg = cfg.replace(nthread=cfg.nthread or cpus_per_worker)
     trainer = TorchTrainer(
         _worker_loop,
-        train_loop_config={"config": worker_cfg.to_dict(), "run_dir": str(run_dir),
-                           "resume": str(resume) if resume else None,
-                           "before_launch": [p.name for p in (run_dir / "checkpoints").glob("model_*.pt")]},
-        scaling_config=ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.device == "cuda",
-                                     resources_per_worker={"CPU": cpus_per_worker}),
+        train_loop_config={
+            "config": worker_cfg.to_dict(),
+            "run_dir": str(run_dir),
+            "resume": str(resume) if resume else None,
+            "before_launch": [p.name for p in (run_dir / "checkpoints").glob("model_*.pt")],
+        },
+        scaling_config=ScalingConfig(
+            num_workers=cfg.num_workers, use_gpu=cfg.device == "cuda", resources_per_worker={"CPU": cpus_per_worker}
+        ),
         run_config=RunConfig(
-            name="ray", storage_path=str(run_dir),
+            name="ray",
+            storage_path=str(run_dir),
             failure_config=FailureConfig(max_failures=cfg.max_failures),
             checkpoint_config=CheckpointConfig(num_to_keep=2),
         ),
@@ -132,8 +141,9 @@ def _worker_loop(config: dict) -> None:
 def _restore(runner, config: dict, reported: list[Path]) -> None:
     """Load the newest of: Ray Train's last reported checkpoint, checkpoints this job wrote to the run directory
     (a worker killed after writing one and before reporting it), and the checkpoint the run was resumed from."""
-    written = [p for p in (Path(config["run_dir"]) / "checkpoints").glob("model_*.pt")
-               if p.name not in config["before_launch"]]
+    written = [
+        p for p in (Path(config["run_dir"]) / "checkpoints").glob("model_*.pt") if p.name not in config["before_launch"]
+    ]
     candidates = [*reported, *written]
     if candidates:
         runner.load(max(candidates, key=lambda p: int(p.stem.split("_")[1])))

@@ -59,8 +59,15 @@ def worker_seed(seed: int, rank: int, stream: int = 0) -> int:
 
 
 class PPORunner:
-    def __init__(self, cfg: PPOConfig, run_dir: Path | None = None, rank: int = 0, world_size: int = 1,
-                 device: str | torch.device = "cpu", show_progress: bool = False):
+    def __init__(
+        self,
+        cfg: PPOConfig,
+        run_dir: Path | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        device: str | torch.device = "cpu",
+        show_progress: bool = False,
+    ):
         self.cfg, self.rank, self.world_size = cfg, rank, world_size
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.device = torch.device(device)
@@ -68,8 +75,13 @@ class PPORunner:
         self.show_progress = show_progress
         torch.set_num_threads(cfg.torch_threads)
         self.spec = load_robot(cfg.robot)
-        twin = BatchedTwin(self.spec, cfg.num_envs // world_size, seed=worker_seed(cfg.seed, rank),
-                           randomization=cfg.randomization_config(self.spec.randomization), nthread=cfg.nthread)
+        twin = BatchedTwin(
+            self.spec,
+            cfg.num_envs // world_size,
+            seed=worker_seed(cfg.seed, rank),
+            randomization=cfg.randomization_config(self.spec.randomization),
+            nthread=cfg.nthread,
+        )
         self.env = TwinVecEnv(twin, self.device)
         if cfg.random_initial_episode_length:
             rng = np.random.default_rng(worker_seed(cfg.seed, rank, stream=1))
@@ -100,11 +112,22 @@ class PPORunner:
         storage = RolloutStorage("rl", self.env.num_envs, cfg.num_steps_per_env, obs, [n_act], str(self.device))
         multi = {"global_rank": self.rank, "local_rank": self.rank, "world_size": self.world_size}
         return PPO(
-            actor, critic, storage, num_learning_epochs=cfg.num_learning_epochs,
-            num_mini_batches=cfg.num_mini_batches, clip_param=cfg.clip_param, gamma=cfg.gamma, lam=cfg.lam,
-            value_loss_coef=cfg.value_loss_coef, entropy_coef=cfg.entropy_coef, learning_rate=cfg.learning_rate,
-            max_grad_norm=cfg.max_grad_norm, schedule=cfg.schedule, desired_kl=cfg.desired_kl,
-            device=str(self.device), multi_gpu_cfg=multi if self.distributed else None,
+            actor,
+            critic,
+            storage,
+            num_learning_epochs=cfg.num_learning_epochs,
+            num_mini_batches=cfg.num_mini_batches,
+            clip_param=cfg.clip_param,
+            gamma=cfg.gamma,
+            lam=cfg.lam,
+            value_loss_coef=cfg.value_loss_coef,
+            entropy_coef=cfg.entropy_coef,
+            learning_rate=cfg.learning_rate,
+            max_grad_norm=cfg.max_grad_norm,
+            schedule=cfg.schedule,
+            desired_kl=cfg.desired_kl,
+            device=str(self.device),
+            multi_gpu_cfg=multi if self.distributed else None,
         )
 
     # ------------------------------------------------------------------ one iteration
@@ -155,21 +178,24 @@ class PPORunner:
                 bad = self._nonfinite(losses)
                 if bad:
                     last = self.last_checkpoint or "none written yet"
-                    raise TrainingDiverged(f"non-finite {bad} at iteration {self.iteration}; "
-                                           f"last good checkpoint: {last}")
+                    raise TrainingDiverged(
+                        f"non-finite {bad} at iteration {self.iteration}; last good checkpoint: {last}"
+                    )
                 steps = cfg.num_steps_per_env * cfg.num_envs
                 self.env_steps += steps
                 self.train_seconds += t2 - t0
                 metrics.update({f"Loss/{k}": v for k, v in losses.items()})
-                metrics.update({
-                    "Loss/learning_rate": self.alg.learning_rate,
-                    "Policy/action_std": float(self.alg.get_policy().output_std.detach().mean()),
-                    "Perf/env_steps_per_s": steps / (t2 - t0),
-                    "Perf/learning_time_share": (t2 - t1) / (t2 - t0),
-                    "Perf/collection_s": t1 - t0,
-                    "Perf/learning_s": t2 - t1,
-                    "Perf/total_env_steps": self.env_steps,
-                })
+                metrics.update(
+                    {
+                        "Loss/learning_rate": self.alg.learning_rate,
+                        "Policy/action_std": float(self.alg.get_policy().output_std.detach().mean()),
+                        "Perf/env_steps_per_s": steps / (t2 - t0),
+                        "Perf/learning_time_share": (t2 - t1) / (t2 - t0),
+                        "Perf/collection_s": t1 - t0,
+                        "Perf/learning_s": t2 - t1,
+                        "Perf/total_env_steps": self.env_steps,
+                    }
+                )
                 stop = self._agree(self._rank0_stop(metrics, time.perf_counter() - start) if self.rank == 0 else None)
                 if self.monitor:
                     self.monitor.iteration(self.iteration, metrics)
@@ -207,8 +233,12 @@ class PPORunner:
             result = self.evaluate()
             metrics.update({f"Eval/{k}": float(v) for k, v in result.as_dict().items()})
             if result.passed and self.threshold is None:
-                self.threshold = {"iteration": self.iteration, "train_seconds": self.train_seconds,
-                                  "wall_seconds": wall, "env_steps": self.env_steps}
+                self.threshold = {
+                    "iteration": self.iteration,
+                    "train_seconds": self.train_seconds,
+                    "wall_seconds": wall,
+                    "env_steps": self.env_steps,
+                }
                 if self.monitor:
                     self.monitor.event("threshold", self.iteration, **self.threshold, vx=result.vx, wz=result.wz)
             if result.passed and cfg.stop_at_threshold:
@@ -228,8 +258,11 @@ class PPORunner:
     def _nonfinite(self, losses: dict[str, float]) -> str | None:
         bad = [f"{k} loss" for k, v in losses.items() if not math.isfinite(v)]
         models = {"actor": self.alg.actor, "critic": self.alg.critic}
-        bad += [f"{name} parameters" for name, m in models.items()
-                if not all(torch.isfinite(p).all() for p in m.parameters())]
+        bad += [
+            f"{name} parameters"
+            for name, m in models.items()
+            if not all(torch.isfinite(p).all() for p in m.parameters())
+        ]
         if not bad:  # finite but huge weights overflow in the next rollout: look at what they produce
             with torch.inference_mode():
                 outputs = {"actions": self.alg.actor(self.obs), "values": self.alg.critic(self.obs)}
@@ -273,8 +306,9 @@ class PPORunner:
                 if self.monitor:
                     self.monitor.event("checkpoint", self.iteration, path=str(path), replicas=len(digests))
         if on_checkpoint:
-            on_checkpoint(path, {"iteration": self.iteration, "env_steps": self.env_steps,
-                                 "train_seconds": self.train_seconds})
+            on_checkpoint(
+                path, {"iteration": self.iteration, "env_steps": self.env_steps, "train_seconds": self.train_seconds}
+            )
         return path
 
     def load(self, path: Path) -> None:
@@ -282,8 +316,15 @@ class PPORunner:
         state = load_checkpoint(path)
         check_resumable(state, self.cfg, path)
         workers = state["workers"]
-        self.alg.load({"actor_state_dict": state["actor"], "critic_state_dict": state["critic"],
-                       "optimizer_state_dict": state["optimizer"]}, None, strict=True)
+        self.alg.load(
+            {
+                "actor_state_dict": state["actor"],
+                "critic_state_dict": state["critic"],
+                "optimizer_state_dict": state["optimizer"],
+            },
+            None,
+            strict=True,
+        )
         load_twin_state(self.env.twin, workers[self.rank]["twin"])
         torch.set_rng_state(workers[self.rank]["torch_rng"])
         self.iteration = state["iteration"]
@@ -301,14 +342,16 @@ class PPORunner:
         saved = state["config"]
         for key in ("actor_hidden_dims", "critic_hidden_dims", "activation", "obs_normalization"):
             if saved[key] != getattr(self.cfg, key):
-                raise ConfigError(f"init_from {path}: trained with {key}={saved[key]}, this run has "
-                                  f"{getattr(self.cfg, key)}")
+                raise ConfigError(
+                    f"init_from {path}: trained with {key}={saved[key]}, this run has {getattr(self.cfg, key)}"
+                )
         try:
             self.alg.actor.load_state_dict(state["actor"])
             self.alg.critic.load_state_dict(state["critic"])
         except RuntimeError as e:  # another robot's observation or action size
-            raise ConfigError(f"init_from {path}: its networks do not fit this robot ({str(e).splitlines()[0]})") \
-                from None
+            raise ConfigError(
+                f"init_from {path}: its networks do not fit this robot ({str(e).splitlines()[0]})"
+            ) from None
 
     def replica_digests(self) -> list[str]:
         """A hash of this rank's actor and critic (weights and normaliser statistics), from every rank."""

@@ -60,8 +60,12 @@ def run_sweep(path: str | Path, run_root: str = "runs") -> dict:
     from training.ppo.launch import new_run_dir
 
     sweep_dir = new_run_dir(Path(run_root).resolve() / load_robot(spec.robot).name / "sweeps")
-    samplers = {"grid": tune.grid_search, "choice": tune.choice, "uniform": lambda b: tune.uniform(*b),
-                "loguniform": lambda b: tune.loguniform(*b)}
+    samplers = {
+        "grid": tune.grid_search,
+        "choice": tune.choice,
+        "uniform": lambda b: tune.uniform(*b),
+        "loguniform": lambda b: tune.loguniform(*b),
+    }
     space = {name: samplers[kind](values) for name, s in spec.search.items() for kind, values in s.items()}
     base = {**spec.base, "robot": spec.robot, "run_root": str(sweep_dir), "export": False, "nthread": 1}
     if not ray.is_initialized():
@@ -70,8 +74,12 @@ def run_sweep(path: str | Path, run_root: str = "runs") -> dict:
     tuner = tune.Tuner(
         tune.with_resources(ppo_trial, {"cpu": 1}),
         param_space={"base": base, **space},
-        tune_config=tune.TuneConfig(metric=spec.metric, mode=spec.mode, num_samples=spec.num_samples,
-                                    max_concurrent_trials=spec.max_concurrent or cpus),
+        tune_config=tune.TuneConfig(
+            metric=spec.metric,
+            mode=spec.mode,
+            num_samples=spec.num_samples,
+            max_concurrent_trials=spec.max_concurrent or cpus,
+        ),
         run_config=tune.RunConfig(name="tune", storage_path=str(sweep_dir), verbose=0),
     )
     results = tuner.fit()
@@ -82,11 +90,18 @@ def run_sweep(path: str | Path, run_root: str = "runs") -> dict:
     config = {k: v for k, v in best.config.items() if k != "base"}
     best_cfg = PPOConfig.for_robot(spec.robot, **{**spec.base, **config})
     best_cfg.save_yaml(sweep_dir / "best.yaml")
-    trials = [{**{k: r.config.get(k) for k in spec.search}, **{m: (r.metrics or {}).get(m) for m in METRICS}}
-              for r in results]
-    return {"best_config": config, "best_metrics": {m: best.metrics.get(m) for m in METRICS},
-            "best_run_dir": best.metrics.get("run_dir"), "trials": trials, "sweep_dir": str(sweep_dir),
-            "metric": spec.metric, "mode": spec.mode}
+    trials = [
+        {**{k: r.config.get(k) for k in spec.search}, **{m: (r.metrics or {}).get(m) for m in METRICS}} for r in results
+    ]
+    return {
+        "best_config": config,
+        "best_metrics": {m: best.metrics.get(m) for m in METRICS},
+        "best_run_dir": best.metrics.get("run_dir"),
+        "trials": trials,
+        "sweep_dir": str(sweep_dir),
+        "metric": spec.metric,
+        "mode": spec.mode,
+    }
 
 
 def ppo_trial(params: dict) -> None:
@@ -121,5 +136,10 @@ def _eval_metrics(runner) -> dict:
     e = runner.last_eval
     if e is None:
         return {}
-    return {"eval_score": e.score, "eval_vx": e.vx, "eval_wz": e.wz, "eval_passed": e.passed,
-            "mean_return": e.mean_return}
+    return {
+        "eval_score": e.score,
+        "eval_vx": e.vx,
+        "eval_wz": e.wz,
+        "eval_passed": e.passed,
+        "mean_return": e.mean_return,
+    }

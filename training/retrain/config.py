@@ -53,10 +53,12 @@ class RetrainConfig:
                 raise ValueError(f"{path}: centre.{name} must be a twin parameter with relative or absolute spread")
         promotion = raw.get("promotion") or {}
         try:
-            rule = PromotionRule(tuple(promotion.get("kpis", PromotionRule.kpis)),
-                                 float(promotion.get("tolerance", PromotionRule.tolerance)),
-                                 float(promotion.get("per_kpi", PromotionRule.per_kpi)),
-                                 float(promotion.get("min_abs", PromotionRule.min_abs)))
+            rule = PromotionRule(
+                tuple(promotion.get("kpis", PromotionRule.kpis)),
+                float(promotion.get("tolerance", PromotionRule.tolerance)),
+                float(promotion.get("per_kpi", PromotionRule.per_kpi)),
+                float(promotion.get("min_abs", PromotionRule.min_abs)),
+            )
         except (TypeError, ValueError):
             raise ValueError(f"{path}: promotion takes kpis (a list), tolerance, per_kpi and min_abs") from None
         return cls(raw.get("sysid") or {}, raw.get("centre") or {}, rule, raw.get("budgets") or {})
@@ -69,27 +71,41 @@ class RetrainConfig:
         elif path.suffix in (".yaml", ".yml") and path.is_file():
             raw, name = yaml.safe_load(path.read_text()) or {}, path.stem
         else:
-            raise ValueError(f"unknown retraining budget {name_or_path!r}; choose one of "
-                             f"{', '.join(self.budgets)} or give a budget YAML file")
+            raise ValueError(
+                f"unknown retraining budget {name_or_path!r}; choose one of "
+                f"{', '.join(self.budgets)} or give a budget YAML file"
+            )
         unknown = sorted(set(raw) - {"sysid", "finetune", "campaign"}) + sorted(
-            set(raw.get("sysid") or {}) - {"windows", "window_s", "population", "generations", "runs"})
+            set(raw.get("sysid") or {}) - {"windows", "window_s", "population", "generations", "runs"}
+        )
         if unknown:
             raise ValueError(f"budget {name}: unknown key(s) {', '.join(unknown)}")
         sysid = raw.get("sysid") or {}
         try:
-            return Budget(name, int(sysid.get("windows", 4)), float(sysid.get("window_s", 2.0)),
-                          int(sysid.get("population", 8)), int(sysid.get("generations", 10)),
-                          int(sysid.get("runs", 1)), dict(raw.get("finetune") or {}),
-                          str(raw.get("campaign", "quick")))
+            return Budget(
+                name,
+                int(sysid.get("windows", 4)),
+                float(sysid.get("window_s", 2.0)),
+                int(sysid.get("population", 8)),
+                int(sysid.get("generations", 10)),
+                int(sysid.get("runs", 1)),
+                dict(raw.get("finetune") or {}),
+                str(raw.get("campaign", "quick")),
+            )
         except (TypeError, ValueError):
             raise ValueError(f"budget {name}: sysid sizes must be numbers") from None
 
     def sysid_config(self, robot: str, budget: Budget, seed: int = 0) -> SysIdConfig:
         entry = self.sysid.get(robot, self.sysid.get("default", {}))
         bounds = {k: tuple(v) for k, v in (entry.get("bounds") or {}).items()}
-        return SysIdConfig(params=tuple(entry.get("params", SysIdConfig.params)), bounds=bounds,
-                           population=budget.population, generations=budget.generations, runs=budget.runs,
-                           seed=seed)
+        return SysIdConfig(
+            params=tuple(entry.get("params", SysIdConfig.params)),
+            bounds=bounds,
+            population=budget.population,
+            generations=budget.generations,
+            runs=budget.runs,
+            seed=seed,
+        )
 
     def centred_ranges(self, identified: dict[str, float]) -> dict[str, list[float]]:
         """Randomisation ranges centred on the identified values (PPOConfig.randomization_ranges)."""

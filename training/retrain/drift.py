@@ -54,8 +54,11 @@ class DriftDecision:
         if self.reasons:
             return "; ".join(self.reasons)
         shared = [k for k in LABELS if k in self.field and k in self.baseline]
-        return "field KPIs within the trigger's limits of the campaign baseline (" + ", ".join(
-            f"{LABELS[k]} {self.field[k]:.3g} vs {self.baseline[k]:.3g}" for k in shared) + ")"
+        return (
+            "field KPIs within the trigger's limits of the campaign baseline ("
+            + ", ".join(f"{LABELS[k]} {self.field[k]:.3g} vs {self.baseline[k]:.3g}" for k in shared)
+            + ")"
+        )
 
 
 def field_kpis(logs: list[FieldLog], limits: RobotLimits, settle_s: float = 0.5) -> tuple[dict[str, float], int]:
@@ -71,8 +74,13 @@ def field_kpis(logs: list[FieldLog], limits: RobotLimits, settle_s: float = 0.5)
 
 def decide(field: dict[str, float], episodes: int, baseline: dict[str, float], policy: TriggerPolicy) -> DriftDecision:
     if episodes < policy.min_episodes:
-        return DriftDecision(False, [f"only {episodes} scored episode(s) in the logs; need {policy.min_episodes}"],
-                             field, baseline, episodes)
+        return DriftDecision(
+            False,
+            [f"only {episodes} scored episode(s) in the logs; need {policy.min_episodes}"],
+            field,
+            baseline,
+            episodes,
+        )
     reasons, drifted = [], []
     for name, rule in policy.kpis.items():
         if name not in field or name not in baseline:
@@ -80,7 +88,8 @@ def decide(field: dict[str, float], episodes: int, baseline: dict[str, float], p
         f, b = field[name], baseline[name]
         if f > rule.ratio * b and f - b >= rule.min_abs:
             unit = KPI_UNITS[name]
-            reasons.append(f"{LABELS.get(name, name)} {f:.3g} {unit} in field vs {b:.3g} in campaign, "
-                           f"threshold {rule.ratio:g}x")
+            reasons.append(
+                f"{LABELS.get(name, name)} {f:.3g} {unit} in field vs {b:.3g} in campaign, threshold {rule.ratio:g}x"
+            )
             drifted.append(name)
     return DriftDecision(bool(reasons), reasons, field, baseline, episodes, drifted)

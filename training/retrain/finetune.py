@@ -17,8 +17,9 @@ from training.retrain.sysid import NOMINAL
 DEFAULT_RUNS = Path("runs")
 
 
-def training_run_dir(artifact_dir: Path, manifest: Manifest, registered: str | None = None,
-                     runs_root: Path = DEFAULT_RUNS) -> Path:
+def training_run_dir(
+    artifact_dir: Path, manifest: Manifest, registered: str | None = None, runs_root: Path = DEFAULT_RUNS
+) -> Path:
     """The run directory that holds the deployed artifact's checkpoints: the one the lineage registry recorded,
     the artifact's own parent (an artifact exported into <run>/policy), or <runs_root>/<training_run_id>."""
     candidates = [Path(registered)] if registered else []
@@ -30,23 +31,37 @@ def training_run_dir(artifact_dir: Path, manifest: Manifest, registered: str | N
         if info.is_file() and json.loads(info.read_text()).get("run_id") not in (None, manifest.training_run_id):
             continue  # checkpoints of another run
         return run
-    raise UserError(f"cannot find the training run of {artifact_dir} (training_run_id "
-                    f"{manifest.training_run_id!r}): looked in {', '.join(str(c) for c in candidates)}; "
-                    "fine-tuning starts from its checkpoints")
+    raise UserError(
+        f"cannot find the training run of {artifact_dir} (training_run_id "
+        f"{manifest.training_run_id!r}): looked in {', '.join(str(c) for c in candidates)}; "
+        "fine-tuning starts from its checkpoints"
+    )
 
 
-def finetune_config(run_dir: Path, ranges: dict[str, list[float]], out_root: Path, overrides: dict,
-                    seed: int = 0) -> PPOConfig:
+def finetune_config(
+    run_dir: Path, ranges: dict[str, list[float]], out_root: Path, overrides: dict, seed: int = 0
+) -> PPOConfig:
     """The deployed run's own config, starting from its latest checkpoint, randomisation centred on `ranges`.
     A run trained on the nominal twin keeps everything else nominal (no pushes, no observation noise): the
     fine-tuning adapts it to what was identified, not to a harder task at the same time."""
     cfg = PPOConfig.from_yaml(run_dir / "config.yaml")
     if not cfg.randomization:
         ranges = {**{k: [v, v] for k, v in NOMINAL.items()}, "obs_noise": 0.0, "push_interval_s": 0.0, **ranges}
-    return cfg.replace(**{
-        "init_from": str(latest_checkpoint(run_dir)), "randomization": True, "randomization_ranges": ranges,
-        "run_root": str(out_root), "seed": seed, "stop_at_threshold": False, "max_seconds": None, "export": True,
-        "num_workers": 1, "ray_address": None, **overrides})
+    return cfg.replace(
+        **{
+            "init_from": str(latest_checkpoint(run_dir)),
+            "randomization": True,
+            "randomization_ranges": ranges,
+            "run_root": str(out_root),
+            "seed": seed,
+            "stop_at_threshold": False,
+            "max_seconds": None,
+            "export": True,
+            "num_workers": 1,
+            "ray_address": None,
+            **overrides,
+        }
+    )
 
 
 def find_run(out_root: Path, robot: str) -> Path | None:

@@ -44,10 +44,16 @@ class FieldLog:
         return float(np.median(np.diff(self.t))) if len(self.t) > 1 else 0.0
 
     def trajectory(self, index: slice | np.ndarray = slice(None)) -> Trajectory:
-        return Trajectory(dt=self.dt, commands=self.commands[index], base_lin_vel=self.base_lin_vel[index],
-                          base_ang_vel=self.base_ang_vel[index], projected_gravity=self.projected_gravity[index],
-                          joint_pos=self.joint_pos[index], joint_vel=self.joint_vel[index],
-                          base_height=self.base_height[index])
+        return Trajectory(
+            dt=self.dt,
+            commands=self.commands[index],
+            base_lin_vel=self.base_lin_vel[index],
+            base_ang_vel=self.base_ang_vel[index],
+            projected_gravity=self.projected_gravity[index],
+            joint_pos=self.joint_pos[index],
+            joint_vel=self.joint_vel[index],
+            base_height=self.base_height[index],
+        )
 
     def episodes(self, min_steps: int = 25) -> list[slice]:
         """Spans of constant command (a command change starts a new episode), at least min_steps long."""
@@ -80,8 +86,10 @@ def _read_messages(path: Path, damage: list[str]):
                 yield channel.topic, message.log_time, decoded
         except Exception as e:  # noqa: BLE001 - damaged bytes fail in struct, zstd, cdr or mcap code alike
             where = "before any message" if last_ns is None else f"after t = {last_ns * 1e-9:.3f} s (log time)"
-            damage.append(f"{path.name}: unreadable from byte {f.tell()} of {path.stat().st_size}, {where} "
-                          f"({e.__class__.__name__}); kept what came before")
+            damage.append(
+                f"{path.name}: unreadable from byte {f.tell()} of {path.stat().st_size}, {where} "
+                f"({e.__class__.__name__}); kept what came before"
+            )
 
 
 def _stamp_ns(msg, log_ns: int) -> int:
@@ -171,5 +179,17 @@ def read_field_log(path: str | Path, joint_names: list[str]) -> FieldLog:
     issued = command_issue_times(np.array(seen["/joint_commands"][0], dtype=np.int64), np.array(newest, np.int64))
     targets = _latest(issued, seen["/joint_commands"][1], at, np.full(n, np.nan), strict=True)
     rows = np.array(odom)
-    return FieldLog(path, (at - at[0]) * 1e-9, cmd, rows[:, :3], imu[:, 4:], projected_gravity(imu[:, :4]), rows[:, 3],
-                    joints[:, :n], joints[:, n:], targets, damage, imu[:, :4])
+    return FieldLog(
+        path,
+        (at - at[0]) * 1e-9,
+        cmd,
+        rows[:, :3],
+        imu[:, 4:],
+        projected_gravity(imu[:, :4]),
+        rows[:, 3],
+        joints[:, :n],
+        joints[:, n:],
+        targets,
+        damage,
+        imu[:, :4],
+    )

@@ -87,10 +87,22 @@ class Stages:
             f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {stage} {what}\n")
 
 
-def retrain(logs: Path | list[Path], artifact: Path, out_dir: Path, budget: str = "quick",
-            registry: Path | None = None, progress: Progress | None = None, *, force: bool = False,
-            config: Path = DEFAULT_CONFIG, trigger: Path | None = None, retrain_id: int | None = None,
-            show_progress: bool = False, log: Callable[[str], None] | None = None, seed: int = 0) -> RetrainResult:
+def retrain(
+    logs: Path | list[Path],
+    artifact: Path,
+    out_dir: Path,
+    budget: str = "quick",
+    registry: Path | None = None,
+    progress: Progress | None = None,
+    *,
+    force: bool = False,
+    config: Path = DEFAULT_CONFIG,
+    trigger: Path | None = None,
+    retrain_id: int | None = None,
+    show_progress: bool = False,
+    log: Callable[[str], None] | None = None,
+    seed: int = 0,
+) -> RetrainResult:
     """Decide from the field logs (a file, a directory of them, or a list of files) whether the deployed artifact
     needs retraining; if so (or with force) identify the twin, fine-tune, validate and promote.
 
@@ -110,8 +122,10 @@ def retrain(logs: Path | list[Path], artifact: Path, out_dir: Path, budget: str 
         raise UserError(f"no finalised MCAP field logs in {logs}")
     manifest = load_manifest(artifact)
     if not manifest.campaign_verdict or not manifest.campaign_verdict.get("kpi_means"):
-        raise UserError(f"{artifact} has no campaign verdict with KPI means: validate it first "
-                        f"(sim2real validate {artifact} --campaign quick); its KPIs are the field logs' baseline")
+        raise UserError(
+            f"{artifact} has no campaign verdict with KPI means: validate it first "
+            f"(sim2real validate {artifact} --campaign quick); its KPIs are the field logs' baseline"
+        )
     spec = load_robot(manifest.robot["name"])
     out_dir.mkdir(parents=True, exist_ok=True)
     say = log or (lambda line: None)
@@ -127,15 +141,27 @@ def retrain(logs: Path | list[Path], artifact: Path, out_dir: Path, budget: str 
 
         ingest = stages.run("ingest", lambda: ingest_logs(files, spec))
         decision = stages.run("decide", lambda: _decide(ingest, manifest, trigger))
-        result = RetrainResult(decision["retrain"], decision["reason"], ingest["field_kpis"], decision["baseline"],
-                               ingest["episodes"], ingest["logs"], decision["drifted"], lineage_id=retrain_id,
-                               out_dir=out_dir)
+        result = RetrainResult(
+            decision["retrain"],
+            decision["reason"],
+            ingest["field_kpis"],
+            decision["baseline"],
+            ingest["episodes"],
+            ingest["logs"],
+            decision["drifted"],
+            lineage_id=retrain_id,
+            out_dir=out_dir,
+        )
         for d in (line for entry in ingest["logs"] for line in entry["damage"]):
             say(f"damaged log: {d}")
         say(("drift: " if decision["retrain"] else "no drift: ") + decision["reason"])
         reg.journal(retrain_id, [(e["sha256"], Path(e["path"]), e["size"]) for e in ingest["logs"]])
-        reg.record(retrain_id, logs=[{k: e[k] for k in ("path", "sha256")} for e in ingest["logs"]],
-                   triggered=int(decision["retrain"]), reason=decision["reason"])
+        reg.record(
+            retrain_id,
+            logs=[{k: e[k] for k in ("path", "sha256")} for e in ingest["logs"]],
+            triggered=int(decision["retrain"]),
+            reason=decision["reason"],
+        )
         if not decision["retrain"] and not force:
             result.promotion_reason = "not retrained: no drift"
             return _finish(reg, result, stages)
@@ -144,29 +170,52 @@ def retrain(logs: Path | list[Path], artifact: Path, out_dir: Path, budget: str 
         result.identified = sysid["values"]
         result.sysid_error_before, result.sysid_error_after = sysid["error_before"], sysid["error_after"]
         result.sysid_plot = sysid["plot"]
-        say("identified " + ", ".join(f"{k} = {v:.4g}" for k, v in sysid["values"].items())
+        say(
+            "identified "
+            + ", ".join(f"{k} = {v:.4g}" for k, v in sysid["values"].items())
             + f"; trajectory error {sysid['error_before']:.4g} -> {sysid['error_after']:.4g} "
-              f"({sysid['steps']} logged steps replayed)")
-        reg.record(retrain_id, identified=sysid["values"],
-                   sysid={k: sysid[k] for k in ("error_before", "error_after", "steps", "params")})
+            f"({sysid['steps']} logged steps replayed)"
+        )
+        reg.record(
+            retrain_id,
+            identified=sysid["values"],
+            sysid={k: sysid[k] for k in ("error_before", "error_after", "steps", "params")},
+        )
 
         registered = (reg.artifact(parent_sha) or {}).get("training_run_dir")
-        tuned = stages.run("finetune", lambda: _finetune(artifact, manifest, registered, sysid["values"], cfg, plan,
-                                                         out_dir, seed, progress, show_progress))
+        tuned = stages.run(
+            "finetune",
+            lambda: _finetune(
+                artifact, manifest, registered, sysid["values"], cfg, plan, out_dir, seed, progress, show_progress
+            ),
+        )
         new_artifact = Path(tuned["artifact"])
         result.training_run, result.new_artifact = tuned["run_dir"], new_artifact
         say(f"fine-tuned {tuned['iterations']} iterations from {tuned['init_from']} -> {new_artifact}")
         reg.record(retrain_id, training_run=tuned["run_dir"], new_sha256=tuned["sha256"])
-        reg.add_artifact(tuned["sha256"], new_artifact, spec.name, tuned["run_id"], Path(tuned["run_dir"]),
-                         parent_sha, retrain_id)
+        reg.add_artifact(
+            tuned["sha256"], new_artifact, spec.name, tuned["run_id"], Path(tuned["run_dir"]), parent_sha, retrain_id
+        )
 
-        campaigns = stages.run("campaigns", lambda: _campaigns(new_artifact, artifact, sysid["values"], plan,
-                                                               out_dir, progress))
+        campaigns = stages.run(
+            "campaigns", lambda: _campaigns(new_artifact, artifact, sysid["values"], plan, out_dir, progress)
+        )
         for c in campaigns["checks"]:
-            reg.add_campaign(tuned["sha256"], retrain_id, c["kind"], c["name"], c["passed"], Path(c["summary"]),
-                             Path(c["report"]), c["summary_sha256"])
-            means = ", ".join(f"{k} {c['kpi_means'][k]:.3g} (deployed {c['deployed_kpi_means'][k]:.3g})"
-                              for k in cfg.promotion.kpis if k in c["kpi_means"] and k in c["deployed_kpi_means"])
+            reg.add_campaign(
+                tuned["sha256"],
+                retrain_id,
+                c["kind"],
+                c["name"],
+                c["passed"],
+                Path(c["summary"]),
+                Path(c["report"]),
+                c["summary_sha256"],
+            )
+            means = ", ".join(
+                f"{k} {c['kpi_means'][k]:.3g} (deployed {c['deployed_kpi_means'][k]:.3g})"
+                for k in cfg.promotion.kpis
+                if k in c["kpi_means"] and k in c["deployed_kpi_means"]
+            )
             say(f"campaign {c['name']}: {'PASS' if c['passed'] else 'FAIL'}; {means}")
         result.campaigns = {c["name"]: c for c in campaigns["checks"]}
 
@@ -197,9 +246,17 @@ def ingest_logs(files: list[Path], spec) -> dict:
 
     logs = [read_field_log(f, list(spec.joints)) for f in files]
     kpis, episodes = field_kpis(logs, robot_limits(spec))
-    entries = [{"path": str(f), "sha256": sha256_file(f), "size": f.stat().st_size, "rows": len(log.t),
-                "episodes": len(log.episodes()),
-                "damage": log.damage} for f, log in zip(files, logs, strict=True)]
+    entries = [
+        {
+            "path": str(f),
+            "sha256": sha256_file(f),
+            "size": f.stat().st_size,
+            "rows": len(log.t),
+            "episodes": len(log.episodes()),
+            "damage": log.damage,
+        }
+        for f, log in zip(files, logs, strict=True)
+    ]
     return {"logs": entries, "field_kpis": kpis, "episodes": episodes}
 
 
@@ -209,12 +266,19 @@ def _decide(ingest: dict, manifest, trigger: Path | None) -> dict:
     policy = TriggerPolicy.from_yaml(trigger or DEFAULT_TRIGGER)
     baseline = manifest.campaign_verdict["kpi_means"]
     d = decide(ingest["field_kpis"], ingest["episodes"], baseline, policy)
-    return {"retrain": d.retrain, "reason": d.summary(), "reasons": d.reasons, "drifted": d.drifted,
-            "baseline": baseline, "campaign": manifest.campaign_verdict.get("campaign")}
+    return {
+        "retrain": d.retrain,
+        "reason": d.summary(),
+        "reasons": d.reasons,
+        "drifted": d.drifted,
+        "baseline": baseline,
+        "campaign": manifest.campaign_verdict.get("campaign"),
+    }
 
 
-def _sysid(files: list[Path], spec, cfg: RetrainConfig, plan, seed: int, progress: Progress | None,
-           out_dir: Path) -> dict:
+def _sysid(
+    files: list[Path], spec, cfg: RetrainConfig, plan, seed: int, progress: Progress | None, out_dir: Path
+) -> dict:
     from training.retrain.ingest import read_field_log
     from training.retrain.sysid import identify, log_windows
 
@@ -252,8 +316,18 @@ def plot_fit(spec, window, identified: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def _finetune(artifact: Path, manifest, registered: str | None, identified: dict, cfg: RetrainConfig, plan,
-              out_dir: Path, seed: int, progress: Progress | None, show_progress: bool) -> dict:
+def _finetune(
+    artifact: Path,
+    manifest,
+    registered: str | None,
+    identified: dict,
+    cfg: RetrainConfig,
+    plan,
+    out_dir: Path,
+    seed: int,
+    progress: Progress | None,
+    show_progress: bool,
+) -> dict:
     from training.ppo.launch import train
     from training.retrain.finetune import ProgressWatcher, find_run, finetune_config, training_run_dir
 
@@ -268,9 +342,16 @@ def _finetune(artifact: Path, manifest, registered: str | None, identified: dict
         run_dir = train(ppo, resume=resume, show_progress=show_progress)
     policy = run_dir / "policy"
     summary = json.loads((run_dir / "summary.json").read_text())
-    return {"run_dir": str(run_dir), "run_id": json.loads((run_dir / "run_info.json").read_text())["run_id"],
-            "init_from": ppo.init_from, "randomization_ranges": ranges, "iterations": summary["iteration"],
-            "final_eval": summary["final_eval"], "artifact": str(policy), "sha256": sha256_file(policy / "policy.onnx")}
+    return {
+        "run_dir": str(run_dir),
+        "run_id": json.loads((run_dir / "run_info.json").read_text())["run_id"],
+        "init_from": ppo.init_from,
+        "randomization_ranges": ranges,
+        "iterations": summary["iteration"],
+        "final_eval": summary["final_eval"],
+        "artifact": str(policy),
+        "sha256": sha256_file(policy / "policy.onnx"),
+    }
 
 
 def identified_twin_campaign(standard, identified: dict):
@@ -289,18 +370,28 @@ def _campaigns(new: Path, deployed: Path, identified: dict, plan, out_dir: Path,
     from training.retrain.promote import campaign_check
 
     standard = load_campaign(plan.campaign)
-    runs = [("standard", standard, out_dir / f"campaign-{standard.name}"),
-            ("identified-twin", identified_twin_campaign(standard, identified), out_dir / "campaign-identified-twin")]
+    runs = [
+        ("standard", standard, out_dir / f"campaign-{standard.name}"),
+        ("identified-twin", identified_twin_campaign(standard, identified), out_dir / "campaign-identified-twin"),
+    ]
     checks = []
     for i, (kind, cfg, where) in enumerate(runs):
+
         def report(done, total, i=i):
             if progress:
                 progress("campaigns", (i + done / max(total, 1)) / len(runs))
 
         outcome = run_campaign(new, cfg, where, compare_to=deployed, promote_verdict=False, progress=report)
         check = campaign_check(kind, outcome.summary).to_dict()
-        checks.append({**check, "summary": str(where / SUMMARY_FILE), "report": str(where / REPORT_FILE),
-                       "summary_sha256": sha256_file(where / SUMMARY_FILE), "campaign_file": plan.campaign})
+        checks.append(
+            {
+                **check,
+                "summary": str(where / SUMMARY_FILE),
+                "report": str(where / REPORT_FILE),
+                "summary_sha256": sha256_file(where / SUMMARY_FILE),
+                "campaign_file": plan.campaign,
+            }
+        )
     return {"checks": checks}
 
 
@@ -314,8 +405,9 @@ def _promote(new: Path, campaigns: dict, cfg: RetrainConfig) -> dict:
     if promoted:
         standard = next(c for c in campaigns["checks"] if c["kind"] == "standard")
         summary = json.loads(Path(standard["summary"]).read_text())
-        verdict = write_verdict(new, summary, load_campaign(standard["campaign_file"]),
-                                Path(standard["summary"]).parent)
+        verdict = write_verdict(
+            new, summary, load_campaign(standard["campaign_file"]), Path(standard["summary"]).parent
+        )
     return {"promoted": promoted, "reason": reason, "verdict": verdict}
 
 
@@ -323,21 +415,40 @@ def _promote(new: Path, campaigns: dict, cfg: RetrainConfig) -> dict:
 def lineage_steps(reg: Registry, result: RetrainResult) -> list[dict]:
     """The chain as {kind, ref, detail} rows: logs -> identified parameters -> training run -> artifact ->
     campaign reports (what `sim2real lineage` prints for the new artifact)."""
-    steps = [{"kind": "logs", "ref": e["path"], "detail": f"sha256 {e['sha256'][:12]}, {e['episodes']} episodes"}
-             for e in result.logs]
-    steps.append({"kind": "decision", "ref": "retrain" if result.triggered else "no retraining",
-                  "detail": result.reason})
+    steps = [
+        {"kind": "logs", "ref": e["path"], "detail": f"sha256 {e['sha256'][:12]}, {e['episodes']} episodes"}
+        for e in result.logs
+    ]
+    steps.append(
+        {"kind": "decision", "ref": "retrain" if result.triggered else "no retraining", "detail": result.reason}
+    )
     if result.identified:
-        steps.append({"kind": "identified", "ref": ", ".join(f"{k}={v:.4g}" for k, v in result.identified.items()),
-                      "detail": f"trajectory error {result.sysid_error_before:.4g} -> {result.sysid_error_after:.4g}"})
+        steps.append(
+            {
+                "kind": "identified",
+                "ref": ", ".join(f"{k}={v:.4g}" for k, v in result.identified.items()),
+                "detail": f"trajectory error {result.sysid_error_before:.4g} -> {result.sysid_error_after:.4g}",
+            }
+        )
     if result.training_run:
-        steps.append({"kind": "training run", "ref": result.training_run, "detail": "fine-tuned from the deployed "
-                      "artifact's checkpoint"})
+        steps.append(
+            {
+                "kind": "training run",
+                "ref": result.training_run,
+                "detail": "fine-tuned from the deployed artifact's checkpoint",
+            }
+        )
     if result.new_artifact:
         row = reg.artifact(sha256_file(Path(result.new_artifact) / "policy.onnx")) or {}
-        steps.append({"kind": "artifact", "ref": str(result.new_artifact),
-                      "detail": f"sha256 {row.get('sha256', '')[:12]}" + (", deployed" if row.get("deployed") else "")})
+        steps.append(
+            {
+                "kind": "artifact",
+                "ref": str(result.new_artifact),
+                "detail": f"sha256 {row.get('sha256', '')[:12]}" + (", deployed" if row.get("deployed") else ""),
+            }
+        )
     for c in result.campaigns.values():
-        steps.append({"kind": "campaign", "ref": c["report"], "detail": f"{c['name']}: "
-                      + ("pass" if c["passed"] else "FAIL")})
+        steps.append(
+            {"kind": "campaign", "ref": c["report"], "detail": f"{c['name']}: " + ("pass" if c["passed"] else "FAIL")}
+        )
     return steps

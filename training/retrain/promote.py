@@ -35,40 +35,70 @@ class CampaignCheck:
         """Why the new artifact is worse than the deployed one here: scenarios that regress; a KPI mean that moved
         toward its gate limit by more than `per_kpi` of the limit; or, summed over the KPIs, more of the limits'
         margin used up than `tolerance` (KPIs gated at 0, e.g. falls, count in units)."""
-        out = [f"{self.regressions} scenario(s) of {self.name} fail that the deployed artifact passes"] \
-            if self.regressions else []
+        out = (
+            [f"{self.regressions} scenario(s) of {self.name} fail that the deployed artifact passes"]
+            if self.regressions
+            else []
+        )
         used = {}
         for k in rule.kpis:
             if k in self.new and k in self.deployed and abs(self.new[k] - self.deployed[k]) >= rule.min_abs:
                 limit = self.limits.get(k, 0.0)
                 used[k] = (self.new[k] - self.deployed[k]) / (limit if limit > 0 else 1.0)
-        out += [f"{k} {self.new[k]:.3g} vs {self.deployed[k]:.3g} deployed on {self.name} ({100 * u:.0f}% of its "
-                f"gate)" for k, u in used.items() if u > rule.per_kpi]
+        out += [
+            f"{k} {self.new[k]:.3g} vs {self.deployed[k]:.3g} deployed on {self.name} ({100 * u:.0f}% of its gate)"
+            for k, u in used.items()
+            if u > rule.per_kpi
+        ]
         if sum(used.values()) > rule.tolerance:
-            out.append(f"{self.name}: the KPIs use {100 * sum(used.values()):.0f}% more of their gates' margin "
-                       "than the deployed artifact's (" + ", ".join(f"{k} {self.new[k]:.3g} vs "
-                                                                  f"{self.deployed[k]:.3g}" for k in used) + ")")
+            out.append(
+                f"{self.name}: the KPIs use {100 * sum(used.values()):.0f}% more of their gates' margin "
+                "than the deployed artifact's ("
+                + ", ".join(f"{k} {self.new[k]:.3g} vs {self.deployed[k]:.3g}" for k in used)
+                + ")"
+            )
         return out
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "name": self.name, "passed": self.passed, "failed_checks": self.failed_checks,
-                "kpi_means": self.new, "deployed_kpi_means": self.deployed, "limits": self.limits,
-                "regressions": self.regressions}
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "passed": self.passed,
+            "failed_checks": self.failed_checks,
+            "kpi_means": self.new,
+            "deployed_kpi_means": self.deployed,
+            "limits": self.limits,
+            "regressions": self.regressions,
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> CampaignCheck:
-        return cls(d["kind"], d["name"], d["passed"], d["failed_checks"], d["kpi_means"], d["deployed_kpi_means"],
-                   d["limits"], d["regressions"])
+        return cls(
+            d["kind"],
+            d["name"],
+            d["passed"],
+            d["failed_checks"],
+            d["kpi_means"],
+            d["deployed_kpi_means"],
+            d["limits"],
+            d["regressions"],
+        )
 
 
 def campaign_check(kind: str, summary: dict) -> CampaignCheck:
     """From run_campaign's summary with compare_to=<deployed>: mean_delta is new - deployed per KPI."""
     new = {k: v["mean"] for k, v in summary["kpis"].items()}
     comparison = summary["comparison"]
-    return CampaignCheck(kind, summary["campaign"], bool(summary["passed"]),
-                         [c["gate"] for c in summary["checks"] if not c["passed"]], new,
-                         {k: new[k] - d for k, d in comparison["mean_delta"].items() if k in new},
-                         dict(summary["gates"]["kpis"]), int(comparison["regressions"]))
+    return CampaignCheck(
+        kind,
+        summary["campaign"],
+        bool(summary["passed"]),
+        [c["gate"] for c in summary["checks"] if not c["passed"]],
+        new,
+        {k: new[k] - d for k, d in comparison["mean_delta"].items() if k in new},
+        dict(summary["gates"]["kpis"]),
+        int(comparison["regressions"]),
+    )
 
 
 def decide(checks: list[CampaignCheck], rule: PromotionRule) -> tuple[bool, str]:
@@ -84,13 +114,18 @@ def decide(checks: list[CampaignCheck], rule: PromotionRule) -> tuple[bool, str]
         for k in rule.kpis:
             if k in c.new and k in c.deployed and c.deployed[k] - c.new[k] > rule.min_abs:
                 better.append(f"{k} {c.new[k]:.3g} vs {c.deployed[k]:.3g} on {c.name}")
-    return True, ("gates pass on " + " and ".join(c.name for c in checks) + "; not worse than the deployed artifact"
-                  + (" and better in " + "; ".join(better) if better else ""))
+    return True, (
+        "gates pass on "
+        + " and ".join(c.name for c in checks)
+        + "; not worse than the deployed artifact"
+        + (" and better in " + "; ".join(better) if better else "")
+    )
 
 
 def write_verdict(artifact_dir: Path, summary: dict, cfg: CampaignConfig, campaign_dir: Path) -> dict:
     """The standard campaign's verdict into the new artifact's manifest (idempotent)."""
-    verdict = make_verdict(summary, cfg.sim_sha256(), sha256_file(campaign_dir / REPORT_FILE),
-                           sha256_file(campaign_dir / SUMMARY_FILE))
+    verdict = make_verdict(
+        summary, cfg.sim_sha256(), sha256_file(campaign_dir / REPORT_FILE), sha256_file(campaign_dir / SUMMARY_FILE)
+    )
     record_verdict(artifact_dir, verdict)
     return verdict

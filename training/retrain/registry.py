@@ -112,24 +112,34 @@ class Registry:
     def begin(self, out_dir: Path, parent_sha256: str) -> int:
         """The retraining writing to out_dir (a resumed or repeated one-shot run), or a new one."""
         with self.transaction() as db:
-            row = db.execute("SELECT id FROM retrains WHERE out_dir = ? ORDER BY id DESC LIMIT 1",
-                             (str(out_dir),)).fetchone()
+            row = db.execute(
+                "SELECT id FROM retrains WHERE out_dir = ? ORDER BY id DESC LIMIT 1", (str(out_dir),)
+            ).fetchone()
             if row is not None:
                 return int(row["id"])
-            return int(db.execute("INSERT INTO retrains (started_at, out_dir, parent_sha256) VALUES (?, ?, ?)",
-                                  (now(), str(out_dir), parent_sha256)).lastrowid)
+            return int(
+                db.execute(
+                    "INSERT INTO retrains (started_at, out_dir, parent_sha256) VALUES (?, ?, ?)",
+                    (now(), str(out_dir), parent_sha256),
+                ).lastrowid
+            )
 
     def claim(self, logs: list[tuple[str, Path, int]], out_root: Path, parent_sha256: str) -> int | None:
         """Claim, for one new retraining writing to out_root/retrain-<id>, the logs (sha256, path, size) no
         retraining has claimed yet; returns its id, or None when every log was already claimed or done."""
         with self.transaction() as db:
-            known = {r["sha256"] for r in db.execute(
-                f"SELECT sha256 FROM logs WHERE sha256 IN ({','.join('?' * len(logs))})", [s for s, _, _ in logs])}
+            known = {
+                r["sha256"]
+                for r in db.execute(
+                    f"SELECT sha256 FROM logs WHERE sha256 IN ({','.join('?' * len(logs))})", [s for s, _, _ in logs]
+                )
+            }
             fresh = [(s, p, n) for s, p, n in logs if s not in known]
             if not fresh:
                 return None
-            rid = db.execute("INSERT INTO retrains (started_at, out_dir, parent_sha256) VALUES (?, '', ?)",
-                             (now(), parent_sha256)).lastrowid
+            rid = db.execute(
+                "INSERT INTO retrains (started_at, out_dir, parent_sha256) VALUES (?, '', ?)", (now(), parent_sha256)
+            ).lastrowid
             db.execute("UPDATE retrains SET out_dir = ? WHERE id = ?", (str(out_root / f"retrain-{rid:04d}"), rid))
             self._journal(db, rid, fresh)
         return int(rid)
@@ -141,14 +151,17 @@ class Registry:
 
     @staticmethod
     def _journal(db: sqlite3.Connection, retrain_id: int, logs: list[tuple[str, Path, int]]) -> None:
-        db.executemany("INSERT OR IGNORE INTO logs (sha256, path, size, state, retrain_id, claimed_at, claimed_by) "
-                       "VALUES (?, ?, ?, 'claimed', ?, ?, ?)",
-                       [(s, str(p), n, retrain_id, now(), os.getpid()) for s, p, n in logs])
+        db.executemany(
+            "INSERT OR IGNORE INTO logs (sha256, path, size, state, retrain_id, claimed_at, claimed_by) "
+            "VALUES (?, ?, ?, 'claimed', ?, ?, ?)",
+            [(s, str(p), n, retrain_id, now(), os.getpid()) for s, p, n in logs],
+        )
 
     def unfinished(self) -> list[dict]:
         """Retrainings with claimed-but-not-done logs (interrupted), oldest first, each with its logs."""
-        rows = self.db.execute("SELECT retrain_id, path, sha256 FROM logs WHERE state = 'claimed' "
-                               "ORDER BY retrain_id, path").fetchall()
+        rows = self.db.execute(
+            "SELECT retrain_id, path, sha256 FROM logs WHERE state = 'claimed' ORDER BY retrain_id, path"
+        ).fetchall()
         out: dict[int, dict] = {}
         for r in rows:
             entry = out.setdefault(r["retrain_id"], {**self.retrain(r["retrain_id"]), "claimed": []})
@@ -163,20 +176,31 @@ class Registry:
         """Store what a retraining found so far (columns of the retrains table)."""
         columns = {k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in fields.items()}
         with self.transaction() as db:
-            db.execute(f"UPDATE retrains SET {', '.join(f'{k} = ?' for k in columns)} WHERE id = ?",
-                       [*columns.values(), retrain_id])
+            db.execute(
+                f"UPDATE retrains SET {', '.join(f'{k} = ?' for k in columns)} WHERE id = ?",
+                [*columns.values(), retrain_id],
+            )
 
     def finish(self, retrain_id: int) -> None:
         """The retraining is complete: stamp it and mark its logs done, in one transaction."""
         with self.transaction() as db:
             db.execute("UPDATE retrains SET finished_at = COALESCE(finished_at, ?) WHERE id = ?", (now(), retrain_id))
-            db.execute("UPDATE logs SET state = 'done', done_at = ? WHERE retrain_id = ? AND state = 'claimed'",
-                       (now(), retrain_id))
+            db.execute(
+                "UPDATE logs SET state = 'done', done_at = ? WHERE retrain_id = ? AND state = 'claimed'",
+                (now(), retrain_id),
+            )
 
     # ------------------------------------------------------------------ lineage records
-    def add_artifact(self, sha256: str, path: Path, robot: str | None, training_run_id: str | None,
-                     training_run_dir: Path | None, parent_sha256: str | None = None,
-                     retrain_id: int | None = None) -> None:
+    def add_artifact(
+        self,
+        sha256: str,
+        path: Path,
+        robot: str | None,
+        training_run_id: str | None,
+        training_run_dir: Path | None,
+        parent_sha256: str | None = None,
+        retrain_id: int | None = None,
+    ) -> None:
         with self.transaction() as db:
             db.execute(
                 "INSERT INTO artifacts (sha256, path, robot, training_run_id, training_run_dir, parent_sha256, "
@@ -184,16 +208,44 @@ class Registry:
                 "path = excluded.path, training_run_dir = COALESCE(excluded.training_run_dir, training_run_dir), "
                 "parent_sha256 = COALESCE(excluded.parent_sha256, parent_sha256), "
                 "retrain_id = COALESCE(excluded.retrain_id, retrain_id)",
-                (sha256, str(path), robot, training_run_id, str(training_run_dir) if training_run_dir else None,
-                 parent_sha256, retrain_id, now()))
+                (
+                    sha256,
+                    str(path),
+                    robot,
+                    training_run_id,
+                    str(training_run_dir) if training_run_dir else None,
+                    parent_sha256,
+                    retrain_id,
+                    now(),
+                ),
+            )
 
-    def add_campaign(self, artifact_sha256: str, retrain_id: int | None, kind: str, name: str, passed: bool,
-                     summary_path: Path, report_path: Path, summary_sha256: str) -> None:
+    def add_campaign(
+        self,
+        artifact_sha256: str,
+        retrain_id: int | None,
+        kind: str,
+        name: str,
+        passed: bool,
+        summary_path: Path,
+        report_path: Path,
+        summary_sha256: str,
+    ) -> None:
         with self.transaction() as db:
-            db.execute("INSERT OR REPLACE INTO campaigns (artifact_sha256, retrain_id, kind, name, passed, "
-                       "summary_path, report_path, summary_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (artifact_sha256, retrain_id, kind, name, int(passed), str(summary_path), str(report_path),
-                        summary_sha256))
+            db.execute(
+                "INSERT OR REPLACE INTO campaigns (artifact_sha256, retrain_id, kind, name, passed, "
+                "summary_path, report_path, summary_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    artifact_sha256,
+                    retrain_id,
+                    kind,
+                    name,
+                    int(passed),
+                    str(summary_path),
+                    str(report_path),
+                    summary_sha256,
+                ),
+            )
 
     def mark_deployed(self, sha256: str, robot: str | None) -> None:
         """`sha256` becomes the deployed artifact of its robot (the one it replaces is no longer deployed)."""
@@ -218,12 +270,14 @@ class Registry:
         return d
 
     def logs_of(self, retrain_id: int) -> list[dict]:
-        return [dict(r) for r in self.db.execute("SELECT * FROM logs WHERE retrain_id = ? ORDER BY path",
-                                                 (retrain_id,))]
+        return [
+            dict(r) for r in self.db.execute("SELECT * FROM logs WHERE retrain_id = ? ORDER BY path", (retrain_id,))
+        ]
 
     def campaigns_of(self, sha256: str) -> list[dict]:
-        return [dict(r) for r in self.db.execute("SELECT * FROM campaigns WHERE artifact_sha256 = ? ORDER BY id",
-                                                 (sha256,))]
+        return [
+            dict(r) for r in self.db.execute("SELECT * FROM campaigns WHERE artifact_sha256 = ? ORDER BY id", (sha256,))
+        ]
 
     def deployed(self, robot: str) -> dict | None:
         row = self.db.execute("SELECT * FROM artifacts WHERE robot = ? AND deployed = 1", (robot,)).fetchone()
@@ -245,4 +299,3 @@ class Registry:
             chain.append(entry)
             current = self.artifact(current["parent_sha256"]) if current["parent_sha256"] else None
         return chain
-

@@ -15,8 +15,14 @@ from sim.robot import RobotSpec
 from sim.twin import BatchedTwin
 from training.retrain.ingest import FieldLog
 
-NOMINAL = {"friction": 1.0, "payload_kg": 0.0, "motor_strength": 1.0, "kp_scale": 1.0, "kd_scale": 1.0,
-           "latency_s": 0.0}  # sim.randomization.fixed_params({}): the twin as trained
+NOMINAL = {
+    "friction": 1.0,
+    "payload_kg": 0.0,
+    "motor_strength": 1.0,
+    "kp_scale": 1.0,
+    "kd_scale": 1.0,
+    "latency_s": 0.0,
+}  # sim.randomization.fixed_params({}): the twin as trained
 DEFAULT_BOUNDS = {
     "friction": (0.2, 1.5),
     "payload_kg": (-1.0, 5.0),
@@ -73,8 +79,13 @@ class SysIdResult:
     steps: int = 0  # logged control steps replayed per candidate
 
     def to_dict(self) -> dict:
-        return {"values": self.values, "error_before": self.error_before, "error_after": self.error_after,
-                "history": self.history, "steps": self.steps}
+        return {
+            "values": self.values,
+            "error_before": self.error_before,
+            "error_after": self.error_after,
+            "history": self.history,
+            "steps": self.steps,
+        }
 
 
 def log_windows(logs: list[FieldLog], seconds: float, count: int) -> list[Window]:
@@ -88,11 +99,14 @@ def log_windows(logs: list[FieldLog], seconds: float, count: int) -> list[Window
         if len(log.t) < 3:
             continue
         length = max(2, int(round(seconds / log.dt)))
-        known = np.isfinite(log.joint_targets).all(1) & np.isfinite(log.joint_pos).all(1) & \
-            np.isfinite(log.joint_vel).all(1)
+        known = (
+            np.isfinite(log.joint_targets).all(1)
+            & np.isfinite(log.joint_pos).all(1)
+            & np.isfinite(log.joint_vel).all(1)
+        )
         first = max(int(np.argmax(known)) if known.any() else len(log.t), 1)
         # a window [a, a + length) starts from the state logged at row a - 1
-        valid = [first <= a and bool(known[a - 1:a + length].all()) for a in range(len(log.t) - length + 1)]
+        valid = [first <= a and bool(known[a - 1 : a + length].all()) for a in range(len(log.t) - length + 1)]
         changes = np.flatnonzero(np.any(np.diff(log.commands, axis=0) != 0, axis=1))  # the row before a change
         at_changes += [(log, int(a), length) for a in changes if a < len(valid) and valid[a]]
         evenly += [(log, a, length) for a in range(first, len(valid), length) if valid[a]]
@@ -109,14 +123,23 @@ def _spread(items: list, k: int) -> list:
 
 def _window(log: FieldLog, a: int, length: int) -> Window:
     span = slice(a, a + length)
-    before = log.joint_targets[max(0, a - 10):a][::-1]
-    before = before[:np.argmin(np.isfinite(before).all(1))] if not np.isfinite(before).all() else before
+    before = log.joint_targets[max(0, a - 10) : a][::-1]
+    before = before[: np.argmin(np.isfinite(before).all(1))] if not np.isfinite(before).all() else before
     height = float(log.base_height[a - 1]) if np.isfinite(log.base_height[a - 1]) else None
     # the whole orientation, yaw included: MuJoCo's pyramidal friction cones are not symmetric under yaw
     quat = log.orientation[a - 1] if log.orientation is not None else np.array([1.0, 0.0, 0.0, 0.0])
-    return Window(log.joint_targets[span], log.base_lin_vel[span], log.base_ang_vel[span], log.base_lin_vel[a - 1],
-                  log.base_ang_vel[a - 1], log.joint_pos[a - 1], log.joint_vel[a - 1], before,
-                  quat / np.linalg.norm(quat), height)
+    return Window(
+        log.joint_targets[span],
+        log.base_lin_vel[span],
+        log.base_ang_vel[span],
+        log.base_lin_vel[a - 1],
+        log.base_ang_vel[a - 1],
+        log.joint_pos[a - 1],
+        log.joint_vel[a - 1],
+        before,
+        quat / np.linalg.norm(quat),
+        height,
+    )
 
 
 def replay_errors(spec: RobotSpec, windows: list[Window], candidates: list[dict[str, float]]) -> np.ndarray:
@@ -133,8 +156,9 @@ def replay(spec: RobotSpec, windows: list[Window], candidates: list[dict[str, fl
         raise ValueError(f"replay windows must have one length, got {sorted(steps)}")
     (T,), nc, nw = steps, len(candidates), len(windows)
     n = nc * nw  # env i = candidate i // nw on window i % nw
-    twin = BatchedTwin(spec, num_envs=n, seed=0, randomization=RandomizationConfig(enabled=False),
-                       resample_commands=False)
+    twin = BatchedTwin(
+        spec, num_envs=n, seed=0, randomization=RandomizationConfig(enabled=False), resample_commands=False
+    )
     twin.reset()
     for i, values in enumerate(candidates):
         twin.set_params(fixed_params(values, spec.sim_dt, nw), np.arange(i * nw, (i + 1) * nw))
@@ -143,16 +167,23 @@ def replay(spec: RobotSpec, windows: list[Window], candidates: list[dict[str, fl
     pos[:, 2] = tile(lambda w: [spec.base_height if w.start_height is None else w.start_height])[:, 0]
     quat = tile(lambda w: w.start_quat)
     conjugate = quat * [1.0, -1.0, -1.0, -1.0]  # rotate_world_to_base with the inverse: base -> world
-    twin.backend.set_state(np.arange(n), pos, quat, rotate_world_to_base(conjugate, tile(lambda w: w.start_lin_vel)),
-                           tile(lambda w: w.start_ang_vel), tile(lambda w: w.start_joint_pos),
-                           tile(lambda w: w.start_joint_vel))
+    twin.backend.set_state(
+        np.arange(n),
+        pos,
+        quat,
+        rotate_world_to_base(conjugate, tile(lambda w: w.start_lin_vel)),
+        tile(lambda w: w.start_ang_vel),
+        tile(lambda w: w.start_joint_pos),
+        tile(lambda w: w.start_joint_vel),
+    )
     # the actuation delay still applies targets issued before the window: refill its history from the log
     rest = np.zeros(spec.num_actions) if spec.control_mode == "velocity" else np.asarray(spec.default_pose)
     state = twin.state_dict()
     history = state["arrays"]["target_history"]
     for j in range(len(history)):
-        history[j] = tile(lambda w, j=j: w.earlier_targets[min(j, len(w.earlier_targets) - 1)]
-                          if len(w.earlier_targets) else rest)
+        history[j] = tile(
+            lambda w, j=j: w.earlier_targets[min(j, len(w.earlier_targets) - 1)] if len(w.earlier_targets) else rest
+        )
     twin.load_state_dict(state)
     twin.max_episode_steps = T + 1
     targets = np.tile(np.stack([w.targets for w in windows], 1), (1, nc, 1))  # (T, n, actions)
@@ -171,8 +202,10 @@ def identify(spec: RobotSpec, windows: list[Window], cfg: SysIdConfig | None = N
 
     cfg = cfg or SysIdConfig()
     if not windows:
-        raise ValueError("no stretch of the logs has /joint_commands, /joint_states and /odom together; "
-                         "system id replays the logged joint commands")
+        raise ValueError(
+            "no stretch of the logs has /joint_commands, /joint_states and /odom together; "
+            "system id replays the logged joint commands"
+        )
     if not all(np.all(np.isfinite(w.targets)) for w in windows):
         raise ValueError("a replay window has missing /joint_commands; system id replays them")
     # continuous parameters search [0, 1] of their bounds; latency searches whole physics steps (an integer
@@ -188,11 +221,16 @@ def identify(spec: RobotSpec, windows: list[Window], cfg: SysIdConfig | None = N
         return {p: float(v) for p, v in zip(cfg.params, values, strict=True)}
 
     nominal = np.array([NOMINAL[p] for p in cfg.params])  # the search starts from the twin as it was
-    x0 = np.where(is_latency, np.round(np.clip(nominal, lo, hi) / spec.sim_dt), (np.clip(nominal, lo, hi) - lo) /
-                  (hi - lo))
-    options = {"bounds": [np.zeros(len(top)).tolist(), top.tolist()],
-               "CMA_stds": np.where(is_latency, top, 1.0).tolist(),
-               "integer_variables": np.flatnonzero(is_latency).tolist(), "popsize": cfg.population, "verbose": -9}
+    x0 = np.where(
+        is_latency, np.round(np.clip(nominal, lo, hi) / spec.sim_dt), (np.clip(nominal, lo, hi) - lo) / (hi - lo)
+    )
+    options = {
+        "bounds": [np.zeros(len(top)).tolist(), top.tolist()],
+        "CMA_stds": np.where(is_latency, top, 1.0).tolist(),
+        "integer_variables": np.flatnonzero(is_latency).tolist(),
+        "popsize": cfg.population,
+        "verbose": -9,
+    }
     # several runs: the error has narrow valleys (a replay diverges once the twin is slightly off), and one run
     # can settle in the wrong one; each generation of every run is one batched replay
     runs = [cma.CMAEvolutionStrategy(x0, 0.3, {**options, "seed": cfg.seed + 1 + r}) for r in range(cfg.runs)]
@@ -201,7 +239,7 @@ def identify(spec: RobotSpec, windows: list[Window], cfg: SysIdConfig | None = N
         asked = [es.ask() for es in runs]
         errors = replay_errors(spec, windows, [decode(x) for xs in asked for x in xs])
         for k, (es, xs) in enumerate(zip(runs, asked, strict=True)):
-            es.tell(xs, errors[k * cfg.population:(k + 1) * cfg.population].tolist())
+            es.tell(xs, errors[k * cfg.population : (k + 1) * cfg.population].tolist())
         history.append(min(float(es.result.fbest) for es in runs))
         if progress is not None:
             progress(g + 1, cfg.generations, history[-1])

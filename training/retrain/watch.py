@@ -58,8 +58,15 @@ class LogScanner:
         return out
 
 
-def watch(root: Path, artifact: Path, out_root: Path, registry: Path, cfg: WatchConfig | None = None,
-          say: Callable[[str], None] = print, **retrain_kwargs) -> list[RetrainResult]:
+def watch(
+    root: Path,
+    artifact: Path,
+    out_root: Path,
+    registry: Path,
+    cfg: WatchConfig | None = None,
+    say: Callable[[str], None] = print,
+    **retrain_kwargs,
+) -> list[RetrainResult]:
     """Process finalised logs under `root` as they arrive; returns the retrainings this call completed."""
     from edge.manifest import load_manifest
 
@@ -72,8 +79,16 @@ def watch(root: Path, artifact: Path, out_root: Path, registry: Path, cfg: Watch
     for entry in unfinished:  # interrupted retrainings first, exactly where they stopped
         parent = _artifact_path(registry, entry["parent_sha256"]) or Path(artifact)
         say(f"resuming retraining {entry['id']} of {len(entry['claimed'])} claimed log(s) in {entry['out_dir']}")
-        done.append(retrain([Path(e["path"]) for e in entry["claimed"]], parent, Path(entry["out_dir"]),
-                            registry=registry, retrain_id=entry["id"], **retrain_kwargs))
+        done.append(
+            retrain(
+                [Path(e["path"]) for e in entry["claimed"]],
+                parent,
+                Path(entry["out_dir"]),
+                registry=registry,
+                retrain_id=entry["id"],
+                **retrain_kwargs,
+            )
+        )
     scanner = LogScanner(root, cfg.debounce_s)
     pending: set[str] = set()
     changed = idle_since = time.monotonic()
@@ -91,8 +106,11 @@ def watch(root: Path, artifact: Path, out_root: Path, registry: Path, cfg: Watch
                 out_dir = Path(reg.retrain(rid)["out_dir"]) if rid is not None else None
             if rid is not None:
                 say(f"retraining {rid}: {len(new)} new log(s): " + ", ".join(p.name for _, p, _ in new))
-                done.append(retrain([p for _, p, _ in new], current, out_dir, registry=registry, retrain_id=rid,
-                                    **retrain_kwargs))
+                done.append(
+                    retrain(
+                        [p for _, p, _ in new], current, out_dir, registry=registry, retrain_id=rid, **retrain_kwargs
+                    )
+                )
             pending, idle_since = set(), time.monotonic()
             continue
         if new:

@@ -24,8 +24,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="stage", metavar="STAGE", required=True)
     s = sub.add_parser("pipeline", help="every stage in order into one directory; a re-run resumes")
     s.add_argument("--out", default="runs/rlhf/pipeline", help="run directory (default runs/rlhf/pipeline)")
-    s.add_argument("--budget", choices=("minimal", "quick", "full"), default="quick",
-                   help="minimal (CI), quick (a few minutes) or full (config/rlhf/*.yaml)")
+    s.add_argument(
+        "--budget",
+        choices=("minimal", "quick", "full"),
+        default="quick",
+        help="minimal (CI), quick (a few minutes) or full (config/rlhf/*.yaml)",
+    )
     s.add_argument("--robot", default="rover")
     s.add_argument("--engine", choices=("vllm", "transformers"), default="vllm", help="RL sample generator")
 
@@ -79,15 +83,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--backend", choices=("transformers", "vllm"), default="transformers")
     s.add_argument("--unconstrained", action="store_true", help="no grammar-constrained decoding (raw validity)")
     s.add_argument("--show-failures", action="store_true", help="list the lines that fail")
-    s.add_argument("--samples", type=int, default=0, metavar="K",
-                   help="also sample K plans per line (temperature --temperature): pass@K, the share of lines RL's "
-                        "sampling can find a right plan for")
+    s.add_argument(
+        "--samples",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also sample K plans per line (temperature --temperature): pass@K, the share of lines RL's "
+        "sampling can find a right plan for",
+    )
     s.add_argument("--temperature", type=float, default=1.0, help="sampling temperature for --samples")
 
 
 def run(args: argparse.Namespace) -> int:
-    stages = {"pipeline": _pipeline, "sft": _sft, "prefs": _prefs, "serve": _serve, "reward": _reward, "rl": _rl,
-              "eval": _eval}
+    stages = {
+        "pipeline": _pipeline,
+        "sft": _sft,
+        "prefs": _prefs,
+        "serve": _serve,
+        "reward": _reward,
+        "rl": _rl,
+        "eval": _eval,
+    }
     return stages[args.stage](args)
 
 
@@ -103,8 +119,9 @@ def _config_path(args: argparse.Namespace, stage: str):
 def _progress(total: int, label: str):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                        TimeRemainingColumn())
+    progress = Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"), TimeRemainingColumn()
+    )
     return progress, progress.add_task(label, total=total, info="")
 
 
@@ -115,12 +132,18 @@ def _pipeline(args: argparse.Namespace) -> int:
 
     from training.rlhf.pipeline import run_pipeline
 
-    progress = Progress(TextColumn("RLHF"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[info]}"),
-                        TimeElapsedColumn())
+    progress = Progress(
+        TextColumn("RLHF"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn()
+    )
     task = progress.add_task("RLHF", total=1.0, info="")
     with progress:
-        result = run_pipeline(Path(args.out), robot=args.robot, budget=args.budget, engine=args.engine,
-                              progress=lambda label, f: progress.update(task, completed=f, info=label))
+        result = run_pipeline(
+            Path(args.out),
+            robot=args.robot,
+            budget=args.budget,
+            engine=args.engine,
+            progress=lambda label, f: progress.update(task, completed=f, info=label),
+        )
     print(json.dumps(result))
     return 0
 
@@ -129,8 +152,15 @@ def _sft(args: argparse.Namespace) -> int:
     from training.rlhf.config import SFTConfig, load_config
     from training.rlhf.sft import train_sft
 
-    config = load_config(SFTConfig, _config_path(args, "sft"), out=args.out, steps=args.steps,
-                         examples=args.examples, robot=args.robot, seed=args.seed)
+    config = load_config(
+        SFTConfig,
+        _config_path(args, "sft"),
+        out=args.out,
+        steps=args.steps,
+        examples=args.examples,
+        robot=args.robot,
+        seed=args.seed,
+    )
     progress, task = _progress(config.steps, "SFT")
     with progress:
         stats = train_sft(config, lambda step, loss: progress.update(task, completed=step, info=f"loss {loss:.3f}"))
@@ -143,8 +173,14 @@ def _prefs(args: argparse.Namespace) -> int:
     from training.rlhf.prefs import collect_pairs
     from training.rlhf.prefs_store import PreferenceStore
 
-    config = load_config(PrefsConfig, _config_path(args, "prefs"), db=args.db, model=args.model, pairs=args.pairs,
-                         operator_noise=args.operator_noise)
+    config = load_config(
+        PrefsConfig,
+        _config_path(args, "prefs"),
+        db=args.db,
+        model=args.model,
+        pairs=args.pairs,
+        operator_noise=args.operator_noise,
+    )
     if args.ratings:
         added = PreferenceStore(config.db).import_field_ratings(args.ratings)
         print(f"imported {added} preferences from {args.ratings}")
@@ -152,8 +188,9 @@ def _prefs(args: argparse.Namespace) -> int:
     if config.pairs > 0:
         progress, task = _progress(config.pairs, "pairs")
         with progress:
-            counts = collect_pairs(config, simulated=not args.no_simulated,
-                                   on_pair=lambda n: progress.update(task, completed=n))
+            counts = collect_pairs(
+                config, simulated=not args.no_simulated, on_pair=lambda n: progress.update(task, completed=n)
+            )
     print(json.dumps({"stage": "prefs", "db": config.db, **counts}))
     return 0
 
@@ -169,8 +206,9 @@ def _reward(args: argparse.Namespace) -> int:
     from training.rlhf.config import RewardConfig, load_config
     from training.rlhf.reward_model import train_reward
 
-    config = load_config(RewardConfig, _config_path(args, "reward"), model=args.model, db=args.db, out=args.out,
-                         epochs=args.epochs)
+    config = load_config(
+        RewardConfig, _config_path(args, "reward"), model=args.model, db=args.db, out=args.out, epochs=args.epochs
+    )
     progress, task = _progress(0, "reward model")
     with progress:
         stats = train_reward(config, lambda step, loss: progress.update(task, completed=step, info=f"loss {loss:.3f}"))
@@ -182,16 +220,30 @@ def _rl(args: argparse.Namespace) -> int:
     from training.rlhf.config import RLConfig, load_config
     from training.rlhf.rl import RLTrainer
 
-    config = load_config(RLConfig, _config_path(args, "rl"), model=args.model, reward_model=args.reward_model,
-                         out=args.out, engine=args.engine, ray_engines=args.ray_engines, iterations=args.iterations,
-                         seed=args.seed)
+    config = load_config(
+        RLConfig,
+        _config_path(args, "rl"),
+        model=args.model,
+        reward_model=args.reward_model,
+        out=args.out,
+        engine=args.engine,
+        ray_engines=args.ray_engines,
+        iterations=args.iterations,
+        seed=args.seed,
+    )
     trainer = RLTrainer(config)
     progress, task = _progress(config.iterations, "RL")
     try:
         with progress:
-            summary = trainer.train(lambda s: progress.update(
-                task, completed=s["iteration"] + 1,
-                info=f"reward {s['reward']:.2f} sim {s['sim_score']:.2f} json {s['json_valid']:.2f} kl {s['kl']:.2f}"))
+            summary = trainer.train(
+                lambda s: progress.update(
+                    task,
+                    completed=s["iteration"] + 1,
+                    info=(
+                        f"reward {s['reward']:.2f} sim {s['sim_score']:.2f} json {s['json_valid']:.2f} kl {s['kl']:.2f}"
+                    ),
+                )
+            )
     finally:
         trainer.close()
     print(json.dumps({"stage": "rl", "out": config.out, **summary}))

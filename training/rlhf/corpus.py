@@ -45,67 +45,197 @@ def _p(sft: list[str], rl: list[str]) -> dict[str, list[str]]:
 
 # {d} distance, {t} duration, {a} angle, {dir} left/right, {cdir} counterclockwise/clockwise, {vx}/{wz} numbers
 MOVE = {
-    1: _p(["go forward {d}", "move forward {d}", "drive forward {d}", "go straight {d}", "move ahead {d}",
-           "drive {d} forward", "go {d} forward", "forward {d}", "move forward by {d}", "drive straight {d}"],
-          ["advance {d}", "roll forward {d}", "proceed forward {d}", "head straight {d}", "travel {d} forward",
-           "go ahead {d}", "move {d} ahead", "drive ahead by {d}", "continue forward {d}", "push forward {d}"]),
-    -1: _p(["go backward {d}", "move back {d}", "reverse {d}", "drive backwards {d}", "back up {d}",
-            "move backward by {d}", "go back {d}"],
-           ["retreat {d}", "roll back {d}", "go in reverse for {d}", "travel {d} backwards", "back off {d}",
-            "reverse by {d}", "move {d} to the rear"]),
+    1: _p(
+        [
+            "go forward {d}",
+            "move forward {d}",
+            "drive forward {d}",
+            "go straight {d}",
+            "move ahead {d}",
+            "drive {d} forward",
+            "go {d} forward",
+            "forward {d}",
+            "move forward by {d}",
+            "drive straight {d}",
+        ],
+        [
+            "advance {d}",
+            "roll forward {d}",
+            "proceed forward {d}",
+            "head straight {d}",
+            "travel {d} forward",
+            "go ahead {d}",
+            "move {d} ahead",
+            "drive ahead by {d}",
+            "continue forward {d}",
+            "push forward {d}",
+        ],
+    ),
+    -1: _p(
+        [
+            "go backward {d}",
+            "move back {d}",
+            "reverse {d}",
+            "drive backwards {d}",
+            "back up {d}",
+            "move backward by {d}",
+            "go back {d}",
+        ],
+        [
+            "retreat {d}",
+            "roll back {d}",
+            "go in reverse for {d}",
+            "travel {d} backwards",
+            "back off {d}",
+            "reverse by {d}",
+            "move {d} to the rear",
+        ],
+    ),
 }
 MOVE_TIMED = {
-    1: _p(["go forward for {t}", "drive forward for {t}", "move ahead for {t}", "drive straight for {t}",
-           "keep going forward for {t}"],
-          ["roll forward for {t}", "advance for {t}", "head forward for {t}", "proceed straight for {t}"]),
-    -1: _p(["reverse for {t}", "back up for {t}", "drive backward for {t}", "go backwards for {t}"],
-           ["roll backwards for {t}", "retreat for {t}", "move in reverse for {t}"]),
+    1: _p(
+        [
+            "go forward for {t}",
+            "drive forward for {t}",
+            "move ahead for {t}",
+            "drive straight for {t}",
+            "keep going forward for {t}",
+        ],
+        ["roll forward for {t}", "advance for {t}", "head forward for {t}", "proceed straight for {t}"],
+    ),
+    -1: _p(
+        ["reverse for {t}", "back up for {t}", "drive backward for {t}", "go backwards for {t}"],
+        ["roll backwards for {t}", "retreat for {t}", "move in reverse for {t}"],
+    ),
 }
 SLOW = _p(["slowly {step}", "{step} slowly", "{step} at low speed"], ["gently {step}", "{step} carefully"])
-TURN = _p(["turn {dir} {a}", "rotate {dir} {a}", "turn {a} to the {dir}", "rotate {a} {cdir}", "spin {dir} {a}",
-           "turn {dir} by {a}", "turn in place {a} to the {dir}", "turn {cdir} {a}"],
-          ["pivot {dir} {a}", "swing {dir} {a}", "yaw {dir} {a}", "rotate {cdir} by {a}",
-           "make a {a} turn to the {dir}", "turn yourself {a} {dir}", "spin {a} {cdir}"])
-TURN_DEFAULT = _p(["turn {dir}", "rotate {dir}", "turn to the {dir}", "turn {cdir}"],
-                  ["pivot {dir}", "face {dir}", "swing {dir}", "hang a {dir}"])
-TURN_TIMED = _p(["turn {dir} for {t}", "rotate {dir} for {t}", "spin {cdir} for {t}", "rotate {cdir} for {t}"],
-                ["pivot {dir} for {t}", "yaw {dir} for {t}", "keep turning {dir} for {t}"])
+TURN = _p(
+    [
+        "turn {dir} {a}",
+        "rotate {dir} {a}",
+        "turn {a} to the {dir}",
+        "rotate {a} {cdir}",
+        "spin {dir} {a}",
+        "turn {dir} by {a}",
+        "turn in place {a} to the {dir}",
+        "turn {cdir} {a}",
+    ],
+    [
+        "pivot {dir} {a}",
+        "swing {dir} {a}",
+        "yaw {dir} {a}",
+        "rotate {cdir} by {a}",
+        "make a {a} turn to the {dir}",
+        "turn yourself {a} {dir}",
+        "spin {a} {cdir}",
+    ],
+)
+TURN_DEFAULT = _p(
+    ["turn {dir}", "rotate {dir}", "turn to the {dir}", "turn {cdir}"],
+    ["pivot {dir}", "face {dir}", "swing {dir}", "hang a {dir}"],
+)
+TURN_TIMED = _p(
+    ["turn {dir} for {t}", "rotate {dir} for {t}", "spin {cdir} for {t}", "rotate {cdir} for {t}"],
+    ["pivot {dir} for {t}", "yaw {dir} for {t}", "keep turning {dir} for {t}"],
+)
 TURN_AROUND = _p(["turn around", "do a u-turn", "turn back"], ["about face", "spin around", "face the other way"])
-ARC = _p(["drive forward while turning {dir} for {t}", "curve {dir} for {t}", "arc to the {dir} for {t}",
-          "go forward and turn {dir} at the same time for {t}"],
-         ["veer {dir} for {t}", "bear {dir} for {t}", "make a {dir} curve for {t}", "drive in a {dir} arc for {t}"])
-VELOCITY = _p(["set linear x to {vx} and angular z to {wz} for {t}",
-               "publish cmd_vel with linear.x {vx} and angular.z {wz} for {t}",
-               "linear.x {vx} angular.z {wz} for {t}"],
-              ["command vx={vx} wz={wz} for {t}", "send a twist with linear x {vx} and angular z {wz} for {t}",
-               "cmd_vel linear {vx} angular {wz} for {t}"])
+ARC = _p(
+    [
+        "drive forward while turning {dir} for {t}",
+        "curve {dir} for {t}",
+        "arc to the {dir} for {t}",
+        "go forward and turn {dir} at the same time for {t}",
+    ],
+    ["veer {dir} for {t}", "bear {dir} for {t}", "make a {dir} curve for {t}", "drive in a {dir} arc for {t}"],
+)
+VELOCITY = _p(
+    [
+        "set linear x to {vx} and angular z to {wz} for {t}",
+        "publish cmd_vel with linear.x {vx} and angular.z {wz} for {t}",
+        "linear.x {vx} angular.z {wz} for {t}",
+    ],
+    [
+        "command vx={vx} wz={wz} for {t}",
+        "send a twist with linear x {vx} and angular z {wz} for {t}",
+        "cmd_vel linear {vx} angular {wz} for {t}",
+    ],
+)
 # one axis given alone (the other is zero)
-VELOCITY_LINEAR = _p(["set linear x to {vx} for {t}", "publish cmd_vel with linear.x {vx} for {t}"],
-                     ["command vx={vx} for {t}", "send a twist with linear x {vx} for {t}"])
-VELOCITY_ANGULAR = _p(["set angular z to {wz} for {t}", "publish cmd_vel with angular.z {wz} for {t}"],
-                      ["command wz={wz} for {t}", "send a twist with angular z {wz} for {t}"])
-SPEED_TIMED = _p(["drive at {vx} m/s for {t}", "move at {vx} meters per second for {t}"],
-                 ["go {vx} m/s for {t}", "travel at a speed of {vx} m/s for {t}"])
-RATE_TIMED = _p(["rotate at {wz} rad/s for {t}", "turn at {wz} radians per second for {t}"],
-                ["yaw at {wz} rad/s for {t}", "spin at a rate of {wz} rad/s for {t}"])
-WAIT = _p(["wait {t}", "wait for {t}", "pause for {t}", "stay still for {t}", "hold position for {t}",
-           "stop for {t}"],
-          ["sit still for {t}", "remain stationary for {t}", "idle for {t}", "hang on for {t}", "hold on for {t}"])
-STOP_PHRASES = _p(["stop", "halt", "freeze", "stop now", "stop moving", "don't move", "do not move",
-                   "stay where you are", "stand still"],
-                  ["cease moving", "come to a stop", "hold still", "that's enough, stop", "quit moving",
-                   "don't go anywhere", "stop right there"])
-CONNECT = _p([" then ", ", then ", " and then ", ". then ", ", and then "],
-             [", after that ", ", next ", " and afterwards ", "; then ", ", followed by "])
+VELOCITY_LINEAR = _p(
+    ["set linear x to {vx} for {t}", "publish cmd_vel with linear.x {vx} for {t}"],
+    ["command vx={vx} for {t}", "send a twist with linear x {vx} for {t}"],
+)
+VELOCITY_ANGULAR = _p(
+    ["set angular z to {wz} for {t}", "publish cmd_vel with angular.z {wz} for {t}"],
+    ["command wz={wz} for {t}", "send a twist with angular z {wz} for {t}"],
+)
+SPEED_TIMED = _p(
+    ["drive at {vx} m/s for {t}", "move at {vx} meters per second for {t}"],
+    ["go {vx} m/s for {t}", "travel at a speed of {vx} m/s for {t}"],
+)
+RATE_TIMED = _p(
+    ["rotate at {wz} rad/s for {t}", "turn at {wz} radians per second for {t}"],
+    ["yaw at {wz} rad/s for {t}", "spin at a rate of {wz} rad/s for {t}"],
+)
+WAIT = _p(
+    ["wait {t}", "wait for {t}", "pause for {t}", "stay still for {t}", "hold position for {t}", "stop for {t}"],
+    ["sit still for {t}", "remain stationary for {t}", "idle for {t}", "hang on for {t}", "hold on for {t}"],
+)
+STOP_PHRASES = _p(
+    [
+        "stop",
+        "halt",
+        "freeze",
+        "stop now",
+        "stop moving",
+        "don't move",
+        "do not move",
+        "stay where you are",
+        "stand still",
+    ],
+    [
+        "cease moving",
+        "come to a stop",
+        "hold still",
+        "that's enough, stop",
+        "quit moving",
+        "don't go anywhere",
+        "stop right there",
+    ],
+)
+CONNECT = _p(
+    [" then ", ", then ", " and then ", ". then ", ", and then "],
+    [", after that ", ", next ", " and afterwards ", "; then ", ", followed by "],
+)
 JOIN3 = _p(["first {}, then {}, then {}"], ["{}, {} and finally {}"])
 FIRST = _p(["first {}"], ["to begin, {}"])
-NEGATE = _p(["don't {x}, {y}", "do not {x}, {y}", "{y}, don't {x}", "don't {x}, just {y}"],
-            ["{y} instead of trying to {x}", "{y}, not {x}", "never mind {x}, {y}", "rather than {x}, {y}",
-             "no need to {x}, {y}"])
-DISTRACTORS = ["turn", "turn left", "turn right", "go forward", "go backward", "move", "spin", "reverse", "rotate",
-               "back up", "drive forward"]
-PREFIX = _p(["please ", "robot, ", "can you ", "could you ", "now "], ["hey robot, ", "i want you to ", "would you ",
-                                                                       "kindly ", "robot: "])
+NEGATE = _p(
+    ["don't {x}, {y}", "do not {x}, {y}", "{y}, don't {x}", "don't {x}, just {y}"],
+    [
+        "{y} instead of trying to {x}",
+        "{y}, not {x}",
+        "never mind {x}, {y}",
+        "rather than {x}, {y}",
+        "no need to {x}, {y}",
+    ],
+)
+DISTRACTORS = [
+    "turn",
+    "turn left",
+    "turn right",
+    "go forward",
+    "go backward",
+    "move",
+    "spin",
+    "reverse",
+    "rotate",
+    "back up",
+    "drive forward",
+]
+PREFIX = _p(
+    ["please ", "robot, ", "can you ", "could you ", "now "],
+    ["hey robot, ", "i want you to ", "would you ", "kindly ", "robot: "],
+)
 SUFFIX = _p([" please", " now", ".", "!"], [" thanks", " asap", " for me", " right away"])
 
 # Unknown words. People use verbs and fillers no phrase list holds ("scoot", "swivel", "get moving"); a model that
@@ -115,14 +245,63 @@ SUFFIX = _p([" please", " now", ".", "!"], [" thanks", " asap", " for me", " rig
 # direction words, numbers and units, and to treat an unknown verb with only a duration as a wait. Likewise some
 # steps are joined by a made-up connector (", kabo "): a second clause after any word is a second step.
 UNKNOWN_VERB_P, UNKNOWN_FILLER_P, UNKNOWN_CONNECTOR_P = 0.2, 0.15, 0.15
-PLAIN_VERBS = frozenset({"go", "move", "drive", "turn", "rotate", "spin", "roll", "head", "travel", "proceed",
-                         "continue", "push", "pivot", "swing", "yaw", "keep", "wait", "pause", "idle", "hold",
-                         "remain", "sit", "stay"})
-DIRECTION_WORDS = frozenset({"forward", "ahead", "straight", "back", "backward", "backwards", "reverse", "rear",
-                             "left", "right", "clockwise", "counterclockwise", "around"})
+PLAIN_VERBS = frozenset(
+    {
+        "go",
+        "move",
+        "drive",
+        "turn",
+        "rotate",
+        "spin",
+        "roll",
+        "head",
+        "travel",
+        "proceed",
+        "continue",
+        "push",
+        "pivot",
+        "swing",
+        "yaw",
+        "keep",
+        "wait",
+        "pause",
+        "idle",
+        "hold",
+        "remain",
+        "sit",
+        "stay",
+    }
+)
+DIRECTION_WORDS = frozenset(
+    {
+        "forward",
+        "ahead",
+        "straight",
+        "back",
+        "backward",
+        "backwards",
+        "reverse",
+        "rear",
+        "left",
+        "right",
+        "clockwise",
+        "counterclockwise",
+        "around",
+    }
+)
 _SYLLABLE_CONSONANTS, _SYLLABLE_VOWELS = "bdfgklmnprstvz", "aeiou"
-NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine",
-                10: "ten"}
+NUMBER_WORDS = {
+    1: "one",
+    2: "two",
+    3: "three",
+    4: "four",
+    5: "five",
+    6: "six",
+    7: "seven",
+    8: "eight",
+    9: "nine",
+    10: "ten",
+}
 DISTANCES_M = [round(0.1 * i, 1) for i in range(1, 10)] + [1, 1.2, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 10]
 _NUMBER_WORD_SET = frozenset(NUMBER_WORDS.values())
 DURATIONS_S = [0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10]
@@ -156,8 +335,9 @@ def _distance_text(d: float, rng: random.Random) -> str:
         return rng.choice([f"{cm} cm", f"{cm}cm", f"{cm} centimeters", f"{cm} centimetres"])
     if d < 1.05 and r < 0.42:
         return f"{round(d * 1000)} mm"
-    return rng.choice([f"{_num(d)} m", f"{_num(d)}m", _count(d, "meter", "meters", rng),
-                       _count(d, "metre", "metres", rng)])
+    return rng.choice(
+        [f"{_num(d)} m", f"{_num(d)}m", _count(d, "meter", "meters", rng), _count(d, "metre", "metres", rng)]
+    )
 
 
 def _duration_text(t: float, rng: random.Random) -> str:
@@ -204,8 +384,13 @@ class CorpusGenerator:
             raise ValueError(f"pool must be one of {', '.join(POOLS)}")
         self.pool, self.limits, self.rng = pool, limits or PlanLimits(), random.Random(seed)
         self._steps: list[tuple[float, Callable[[], _Step]]] = [
-            (3, self._move), (1.5, self._move_timed), (3, self._turn), (1, self._turn_timed), (0.7, self._arc),
-            (0.8, self._velocity), (0.6, self._wait),
+            (3, self._move),
+            (1.5, self._move_timed),
+            (3, self._turn),
+            (1, self._turn_timed),
+            (0.7, self._arc),
+            (0.8, self._velocity),
+            (0.6, self._wait),
         ]
 
     def _pick(self, table: dict[str, list[str]]) -> str:
@@ -249,8 +434,9 @@ class CorpusGenerator:
             angle, rad = _angle_text(_sample_degrees(rng), rng)
             text = self._pick(TURN).format(a=angle, **words)
         if rng.random() < 0.1:
-            return _Step(self._pick(SLOW).format(step=text), self._halves(0.0, sign * SLOW_TURN_RATE, rad), False,
-                         ("wz",))
+            return _Step(
+                self._pick(SLOW).format(step=text), self._halves(0.0, sign * SLOW_TURN_RATE, rad), False, ("wz",)
+            )
         return _Step(text, [self._seg(wz=sign * TURN_RATE, t=rad / TURN_RATE)], False)
 
     def _turn_timed(self) -> _Step:
@@ -299,8 +485,11 @@ class CorpusGenerator:
         step = self.rng.choices([f for _, f in self._steps], weights)[0]()
         words = step.text.split(" ")
         timed_wait = all(s.vx == 0 and s.wz == 0 for s in step.segments)
-        if (self.rng.random() < UNKNOWN_VERB_P and words[0] in PLAIN_VERBS
-                and (timed_wait or DIRECTION_WORDS.intersection(words[1:]))):
+        if (
+            self.rng.random() < UNKNOWN_VERB_P
+            and words[0] in PLAIN_VERBS
+            and (timed_wait or DIRECTION_WORDS.intersection(words[1:]))
+        ):
             step.text = " ".join([self._unknown_word(), *words[1:]])
         return step
 
@@ -308,16 +497,21 @@ class CorpusGenerator:
         """A made-up word: 2-3 consonant-vowel syllables, never one the corpus itself uses."""
         rng = self.rng
         while True:
-            word = "".join(rng.choice(_SYLLABLE_CONSONANTS) + rng.choice(_SYLLABLE_VOWELS)
-                           for _ in range(rng.randint(2, 3)))
+            word = "".join(
+                rng.choice(_SYLLABLE_CONSONANTS) + rng.choice(_SYLLABLE_VOWELS) for _ in range(rng.randint(2, 3))
+            )
             if word not in _corpus_words():
                 return word
 
     def _with_unknown_filler(self, text: str) -> str:
         """`text` with a made-up word at a random place that does not split a number or a unit ("rad per s")."""
         words = text.split(" ")
-        places = [i for i in range(len(words) + 1) if (i == 0 or words[i - 1].isalpha()
-                  and words[i - 1] not in _NUMBER_WORD_SET | {"per"}) and (i == len(words) or words[i] != "per")]
+        places = [
+            i
+            for i in range(len(words) + 1)
+            if (i == 0 or words[i - 1].isalpha() and words[i - 1] not in _NUMBER_WORD_SET | {"per"})
+            and (i == len(words) or words[i] != "per")
+        ]
         at = self.rng.choice(places)
         return " ".join([*words[:at], self._unknown_word(), *words[at:]])
 
@@ -332,13 +526,19 @@ class CorpusGenerator:
             plan = tuple(s for step in steps for s in step.segments)
             text = self._join([s.text for s in steps])
             # a plan the robot would cut, or a text the screen would cut (room left for fillers): its first step
-            if (sum(s.duration_s for s in plan) > self.limits.max_duration_s or len(plan) > MAX_SEGMENTS
-                    or len(text) > MAX_INSTRUCTION_CHARS - 40):
+            if (
+                sum(s.duration_s for s in plan) > self.limits.max_duration_s
+                or len(plan) > MAX_SEGMENTS
+                or len(text) > MAX_INSTRUCTION_CHARS - 40
+            ):
                 steps, plan, text = steps[:1], tuple(steps[0].segments), steps[0].text
             if len(steps) == 1 and rng.random() < 0.15:
                 text = self._pick(NEGATE).format(x=rng.choice(DISTRACTORS), y=text)
-            expect = intent_expect(clamp_plan(plan, self.limits)[0], all(s.timed for s in steps),
-                                   steps[0].fields if len(steps) == 1 else ())
+            expect = intent_expect(
+                clamp_plan(plan, self.limits)[0],
+                all(s.timed for s in steps),
+                steps[0].fields if len(steps) == 1 else (),
+            )
         if plan != STOP and rng.random() < UNKNOWN_FILLER_P:
             text = self._with_unknown_filler(text)
         if rng.random() < 0.25:
@@ -346,8 +546,9 @@ class CorpusGenerator:
         if rng.random() < 0.2:
             text += self._pick(SUFFIX)
         moving = rng.random() < 0.4
-        state = state_summary(rng.choice([0.2, 0.5, 1.0, -0.3]) if moving else 0.0,
-                              rng.choice([0.0, 0.5, -0.5]) if moving else 0.0)
+        state = state_summary(
+            rng.choice([0.2, 0.5, 1.0, -0.3]) if moving else 0.0, rng.choice([0.0, 0.5, -0.5]) if moving else 0.0
+        )
         return Example(text, plan, expect, state)
 
     def _join(self, texts: list[str]) -> str:
@@ -371,9 +572,29 @@ class CorpusGenerator:
 
 @functools.cache
 def _corpus_words() -> frozenset[str]:
-    tables = (*MOVE.values(), *MOVE_TIMED.values(), SLOW, TURN, TURN_DEFAULT, TURN_TIMED, TURN_AROUND, ARC, VELOCITY,
-              VELOCITY_LINEAR, VELOCITY_ANGULAR, SPEED_TIMED, RATE_TIMED, WAIT, STOP_PHRASES, CONNECT, JOIN3, FIRST,
-              NEGATE, PREFIX, SUFFIX)
+    tables = (
+        *MOVE.values(),
+        *MOVE_TIMED.values(),
+        SLOW,
+        TURN,
+        TURN_DEFAULT,
+        TURN_TIMED,
+        TURN_AROUND,
+        ARC,
+        VELOCITY,
+        VELOCITY_LINEAR,
+        VELOCITY_ANGULAR,
+        SPEED_TIMED,
+        RATE_TIMED,
+        WAIT,
+        STOP_PHRASES,
+        CONNECT,
+        JOIN3,
+        FIRST,
+        NEGATE,
+        PREFIX,
+        SUFFIX,
+    )
     text = " ".join(p for t in tables for p in t["all"]) + " " + " ".join([*DISTRACTORS, *NUMBER_WORDS.values()])
     return frozenset(re.findall(r"[a-z]+", text))
 

@@ -30,8 +30,13 @@ def _cuda() -> bool:
 
 
 class VLLMEngine:
-    def __init__(self, model_dir: str | Path, seed: int = 0, max_model_len: int | None = None,
-                 gpu_memory_utilization: float | None = None):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        seed: int = 0,
+        max_model_len: int | None = None,
+        gpu_memory_utilization: float | None = None,
+    ):
         """`max_model_len` None: the model's max_position_embeddings."""
         cuda = _cuda()
         if not cuda:
@@ -44,18 +49,32 @@ class VLLMEngine:
         # steps (it rewinds the request's generator with set_offset, which CPU generators lack). The CPU scheduler
         # defaults (256 sequences, 4096 tokens a step) are sized for serving; 256 prompts x 4 samples (an RLHF
         # batch) generated 1.1-1.4x faster with 512 and 8192 (1024 and 32768 was slower; docs/benchmarks.md).
-        cpu_args = {} if cuda else {"enable_chunked_prefill": False, "max_num_seqs": 512,
-                                    "max_num_batched_tokens": 8192}
+        cpu_args = (
+            {} if cuda else {"enable_chunked_prefill": False, "max_num_seqs": 512, "max_num_batched_tokens": 8192}
+        )
         set_num_threads = torch.set_num_threads
         self.number_slots = uses_number_slots(json.loads((Path(model_dir) / "config.json").read_text()))
-        self.llm = LLM(model=str(model_dir), seed=seed, max_model_len=max_model_len,
-                       dtype="auto" if cuda else "float32", enforce_eager=not cuda,
-                       gpu_memory_utilization=gpu_memory_utilization or (0.5 if cuda else 0.3), **cpu_args)
+        self.llm = LLM(
+            model=str(model_dir),
+            seed=seed,
+            max_model_len=max_model_len,
+            dtype="auto" if cuda else "float32",
+            enforce_eager=not cuda,
+            gpu_memory_utilization=gpu_memory_utilization or (0.5 if cuda else 0.3),
+            **cpu_args,
+        )
         torch.set_num_threads = set_num_threads  # vLLM's CPU worker stubs it out for the whole process
 
-    def generate(self, prompts: list[str], n: int = 1, temperature: float = 0.0,
-                 max_new_tokens: int = MAX_NEW_TOKENS, constrained: bool = True, seed: int | None = None,
-                 ignore_eos: bool = False) -> list[list[Completion]]:
+    def generate(
+        self,
+        prompts: list[str],
+        n: int = 1,
+        temperature: float = 0.0,
+        max_new_tokens: int = MAX_NEW_TOKENS,
+        constrained: bool = True,
+        seed: int | None = None,
+        ignore_eos: bool = False,
+    ) -> list[list[Completion]]:
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
@@ -65,9 +84,15 @@ class VLLMEngine:
             slots = slot_count(prompt) if constrained and self.number_slots else 0
             if slots not in by_slots:
                 grammar = StructuredOutputsParams(regex=plan_regex(slots)) if constrained else None
-                by_slots[slots] = SamplingParams(n=n, temperature=temperature, max_tokens=max_new_tokens, seed=seed,
-                                                 ignore_eos=ignore_eos, skip_special_tokens=True,
-                                                 structured_outputs=grammar)
+                by_slots[slots] = SamplingParams(
+                    n=n,
+                    temperature=temperature,
+                    max_tokens=max_new_tokens,
+                    seed=seed,
+                    ignore_eos=ignore_eos,
+                    skip_special_tokens=True,
+                    structured_outputs=grammar,
+                )
             return by_slots[slots]
 
         outputs = self.llm.generate(prompts, [params(p) for p in prompts], use_tqdm=False)
@@ -129,7 +154,7 @@ class RayVLLMEngines:
 
         k = len(self.engines)
         size = -(-len(prompts) // k)
-        futures = [e.generate.remote(prompts[i * size:(i + 1) * size], **kwargs) for i, e in enumerate(self.engines)]
+        futures = [e.generate.remote(prompts[i * size : (i + 1) * size], **kwargs) for i, e in enumerate(self.engines)]
         return [c for part in ray.get(futures) for c in part]
 
     def load_weights(self, weights_dir: str | Path) -> None:

@@ -61,32 +61,49 @@ def corpus_items(pool: str, limits: PlanLimits, n: int, seed: int) -> list[EvalI
     return [EvalItem(e.instruction, e.expect, e.state) for e in CorpusGenerator(pool, limits, seed).examples(n)]
 
 
-def evaluate(generator: Generator, items: Sequence[EvalItem], limits: PlanLimits,
-             constrained: bool = True) -> list[ItemResult]:
+def evaluate(
+    generator: Generator, items: Sequence[EvalItem], limits: PlanLimits, constrained: bool = True
+) -> list[ItemResult]:
     """Greedy plans for every item, through the same pipeline as the robot (screen, generate, parse, clamp)."""
     planner = InstructionPlanner(generator, limits, constrained=constrained)
     planned = planner.plan_many([i.instruction for i in items], [i.state for i in items])
-    return [ItemResult(item, p[0], passes(plan_metrics(p[0].plan), item.expect))
-            for item, p in zip(items, planned, strict=True)]
+    return [
+        ItemResult(item, p[0], passes(plan_metrics(p[0].plan), item.expect))
+        for item, p in zip(items, planned, strict=True)
+    ]
 
 
-def pass_at_k(generator: Generator, items: Sequence[EvalItem], limits: PlanLimits, k: int, temperature: float = 1.0,
-              constrained: bool = True, seed: int = 0) -> dict:
+def pass_at_k(
+    generator: Generator,
+    items: Sequence[EvalItem],
+    limits: PlanLimits,
+    k: int,
+    temperature: float = 1.0,
+    constrained: bool = True,
+    seed: int = 0,
+) -> dict:
     """Sample k plans per item: the share of samples that pass (pass@1 at this temperature) and of items with at
     least one passing sample (pass@k). RL with a group of k samples can only reinforce plans it samples, so the
     gap between pass@k and greedy accuracy bounds what it can learn on these items."""
     planner = InstructionPlanner(generator, limits, constrained=constrained)
-    groups = planner.plan_many([i.instruction for i in items], [i.state for i in items], n=k, temperature=temperature,
-                               seed=seed)
+    groups = planner.plan_many(
+        [i.instruction for i in items], [i.state for i in items], n=k, temperature=temperature, seed=seed
+    )
     ok = [[passes(plan_metrics(p.plan), item.expect) for p in group] for item, group in zip(items, groups, strict=True)]
-    return {"pass_at_1": sum(map(sum, ok)) / (k * len(ok)), f"pass_at_{k}": sum(map(any, ok)) / len(ok),
-            "temperature": temperature}
+    return {
+        "pass_at_1": sum(map(sum, ok)) / (k * len(ok)),
+        f"pass_at_{k}": sum(map(any, ok)) / len(ok),
+        "temperature": temperature,
+    }
 
 
 def summarize(results: Sequence[ItemResult]) -> dict:
     n = len(results)
-    return {"n": n, "json_valid_rate": sum(r.planned.valid for r in results) / n,
-            "intent_accuracy": sum(r.passed for r in results) / n}
+    return {
+        "n": n,
+        "json_valid_rate": sum(r.planned.valid for r in results) / n,
+        "intent_accuracy": sum(r.passed for r in results) / n,
+    }
 
 
 def win_rate(scores: Sequence[float], baseline: Sequence[float], tie: float = 1e-6) -> float:
@@ -110,7 +127,7 @@ def operator_win_rate(results: Sequence[ItemResult], base: Sequence[ItemResult],
     both = [*results, *base]
     runs = TwinExecutor(robot).execute([r.planned.plan for r in both])
     scores = [score_execution(e, r.item.expect) for e, r in zip(runs, both, strict=True)]
-    return win_rate(scores[: len(results)], scores[len(results):], tie=0.02)
+    return win_rate(scores[: len(results)], scores[len(results) :], tie=0.02)
 
 
 def reward_model_win_rate(results: Sequence[ItemResult], base: Sequence[ItemResult], reward_dir: str | Path) -> float:
@@ -119,5 +136,7 @@ def reward_model_win_rate(results: Sequence[ItemResult], base: Sequence[ItemResu
 
     scorer = RewardScorer.load(reward_dir)
     instructions, states = [r.planned.screened for r in results], [r.item.state for r in results]
-    return win_rate(scorer.score_plans(instructions, states, scored_outputs(results)),
-                    scorer.score_plans(instructions, states, scored_outputs(base)))
+    return win_rate(
+        scorer.score_plans(instructions, states, scored_outputs(results)),
+        scorer.score_plans(instructions, states, scored_outputs(base)),
+    )

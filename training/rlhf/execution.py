@@ -31,18 +31,22 @@ class TwinExecutor:
 
         spec = load_robot(robot)
         if spec.control_mode != "velocity" or spec.num_actions != 2:
-            raise UserError(f"plans run on the twin through the hand-written wheel controller; {spec.name} has none "
-                            "(a differential-drive robot such as the rover is needed until a trained policy exists)")
+            raise UserError(
+                f"plans run on the twin through the hand-written wheel controller; {spec.name} has none "
+                "(a differential-drive robot such as the rover is needed until a trained policy exists)"
+            )
         self.spec = spec
         self.settle_s, self.max_envs, self.seed = settle_s, max_envs, seed
         self._cache: dict[str, Execution] = {}
 
     def execute(self, plans: Sequence[Plan]) -> list[Execution]:
         keys = [format_plan(p) for p in plans]
-        todo = sorted({k: p for k, p in zip(keys, plans, strict=True) if k not in self._cache}.items(),
-                      key=lambda kv: sum(s.duration_s for s in kv[1]))
+        todo = sorted(
+            {k: p for k, p in zip(keys, plans, strict=True) if k not in self._cache}.items(),
+            key=lambda kv: sum(s.duration_s for s in kv[1]),
+        )
         for start in range(0, len(todo), self.max_envs):
-            chunk = todo[start:start + self.max_envs]
+            chunk = todo[start : start + self.max_envs]
             for (key, _), result in zip(chunk, self._run([p for _, p in chunk]), strict=True):
                 self._cache[key] = result
         return [self._cache[k] for k in keys]
@@ -54,14 +58,22 @@ class TwinExecutor:
         n, dt = len(plans), self.spec.control_dt
         durations = np.array([sum(s.duration_s for s in p) for p in plans])
         steps = int(np.ceil((durations.max() + self.settle_s) / dt))
-        spec = dataclasses.replace(self.spec, episode_length_s=steps * dt + 1.0,
-                                   randomization=self.spec.randomization.nominal())
+        spec = dataclasses.replace(
+            self.spec, episode_length_s=steps * dt + 1.0, randomization=self.spec.randomization.nominal()
+        )
         twin = BatchedTwin(spec, num_envs=n, seed=self.seed, resample_commands=False, nthread=1)
         try:
             twin.reset(seed=self.seed)
             state = twin.backend.state()  # start at rest: reset's small random velocities would show up as drift
-            twin.backend.set_state(np.arange(n), state["base_pos"], state["base_quat"], np.zeros((n, 3)),
-                                   np.zeros((n, 3)), state["joint_pos"], np.zeros_like(state["joint_vel"]))
+            twin.backend.set_state(
+                np.arange(n),
+                state["base_pos"],
+                state["base_quat"],
+                np.zeros((n, 3)),
+                np.zeros((n, 3)),
+                state["joint_pos"],
+                np.zeros_like(state["joint_vel"]),
+            )
             controller = DiffDriveController(twin)
             width = max(len(p) for p in plans) + 1  # one zero segment after every plan
             cmds = np.zeros((n, width, 3))
@@ -94,8 +106,14 @@ class TwinExecutor:
             end = int(np.ceil((d + self.settle_s) / dt))
             distance, lateral, angle = (float(v) for v in integrals[end, i])
             mean = (lambda x, d=d: x / d) if d > 0 else (lambda x: 0.0)
-            metrics = {"vx": mean(distance), "vy": mean(lateral), "wz": mean(angle), "duration_s": float(d),
-                       "distance_m": distance, "angle_rad": angle}
+            metrics = {
+                "vx": mean(distance),
+                "vy": mean(lateral),
+                "wz": mean(angle),
+                "duration_s": float(d),
+                "distance_m": distance,
+                "angle_rad": angle,
+            }
             out.append(Execution({k: float(v) for k, v in metrics.items()}, paths[: end + 1, i].copy()))
         return out
 

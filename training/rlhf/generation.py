@@ -22,9 +22,16 @@ class Completion:
 
 
 class Generator(Protocol):
-    def generate(self, prompts: list[str], n: int = 1, temperature: float = 0.0,
-                 max_new_tokens: int = MAX_NEW_TOKENS, constrained: bool = True, seed: int | None = None,
-                 ignore_eos: bool = False) -> list[list[Completion]]: ...
+    def generate(
+        self,
+        prompts: list[str],
+        n: int = 1,
+        temperature: float = 0.0,
+        max_new_tokens: int = MAX_NEW_TOKENS,
+        constrained: bool = True,
+        seed: int | None = None,
+        ignore_eos: bool = False,
+    ) -> list[list[Completion]]: ...
 
 
 class HFGenerator:
@@ -42,29 +49,43 @@ class HFGenerator:
         return self._grammars[slots]
 
     @torch.no_grad()
-    def generate(self, prompts: list[str], n: int = 1, temperature: float = 0.0,
-                 max_new_tokens: int = MAX_NEW_TOKENS, constrained: bool = True, seed: int | None = None,
-                 ignore_eos: bool = False) -> list[list[Completion]]:
+    def generate(
+        self,
+        prompts: list[str],
+        n: int = 1,
+        temperature: float = 0.0,
+        max_new_tokens: int = MAX_NEW_TOKENS,
+        constrained: bool = True,
+        seed: int | None = None,
+        ignore_eos: bool = False,
+    ) -> list[list[Completion]]:
         if seed is not None:
             torch.manual_seed(seed)
         tok, out = self.tokenizer, []
         was_training = self.model.training
         self.model.eval()
         for start in range(0, len(prompts), self.batch_size):
-            chunk = prompts[start:start + self.batch_size]
+            chunk = prompts[start : start + self.batch_size]
             batch = tok(chunk, return_tensors="pt", padding=True)
-            kwargs = {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else \
-                {"do_sample": False}
+            kwargs = (
+                {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else {"do_sample": False}
+            )
             if constrained:  # one processor per call: it tracks the DFA state of each row of this batch
                 grammars = [g for g in map(self._grammar, chunk) for _ in range(n)]  # each prompt's row n times
                 kwargs["logits_processor"] = [PlanConstraint(grammars, max_new_tokens)]
             if ignore_eos:
                 kwargs["min_new_tokens"] = max_new_tokens
-            seqs = self.model.generate(**batch, max_new_tokens=max_new_tokens, num_return_sequences=n,
-                                       pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, **kwargs)
-            new = seqs[:, batch["input_ids"].shape[1]:].tolist()
+            seqs = self.model.generate(
+                **batch,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=n,
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=tok.eos_token_id,
+                **kwargs,
+            )
+            new = seqs[:, batch["input_ids"].shape[1] :].tolist()
             for i in range(len(new) // n):
-                out.append([self._completion(ids) for ids in new[i * n:(i + 1) * n]])
+                out.append([self._completion(ids) for ids in new[i * n : (i + 1) * n]])
         self.model.train(was_training)
         return out
 

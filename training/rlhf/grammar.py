@@ -62,7 +62,7 @@ class PlanDFA:
         if self.slots:  # #1..#slots, after the sign if any
             hash_, slot = self._new(), self._new()
             self.trans[s]["#"] = self.trans[first]["#"] = hash_
-            for d in DIGITS[1:self.slots + 1]:
+            for d in DIGITS[1 : self.slots + 1]:
                 self.trans[hash_][d] = slot
             self.trans[slot][follow] = after
         for d in DIGITS:
@@ -147,7 +147,6 @@ class TokenGrammar:
         return self.rows[state]
 
 
-
 class PlanConstraint(LogitsProcessor):
     """The logits processor of one generate call: it follows each row's DFA state token by token (each row has its
     prompt's grammar: the number slots differ), and allows only tokens after which the plan can still be finished
@@ -165,8 +164,10 @@ class PlanConstraint(LogitsProcessor):
         self.generated += 1
         if self.generated:
             last = input_ids[:, -1].tolist()
-            self.states = [None if s is None else g.next[g.rows[s]].get(t)
-                           for g, s, t in zip(self.grammars, self.states, last, strict=True)]
+            self.states = [
+                None if s is None else g.next[g.rows[s]].get(t)
+                for g, s, t in zip(self.grammars, self.states, last, strict=True)
+            ]
         allowed = torch.ones_like(scores, dtype=torch.bool)  # finished rows (state None): anything, HF pads them
         left = self.budget - self.generated - 1  # tokens that may follow this one
         for rows in self.groups.values():

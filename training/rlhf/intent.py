@@ -48,8 +48,9 @@ def passes(metrics: Mapping[str, float], expect: Mapping[str, tuple[float, float
     return all(lo <= metrics[k] <= hi for k, (lo, hi) in expect.items())
 
 
-def intent_score(metrics: Mapping[str, float], expect: Mapping[str, tuple[float, float]],
-                 slack: Mapping[str, float] | None = None) -> float:
+def intent_score(
+    metrics: Mapping[str, float], expect: Mapping[str, tuple[float, float]], slack: Mapping[str, float] | None = None
+) -> float:
     """exp(-sum of misses), each miss in units of its range width (at least FIELD_SCALE); ranges are widened by
     `slack` per field (EXECUTION_SLACK for executed trajectories)."""
     err = 0.0

@@ -41,13 +41,18 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int):
         [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
     )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[PAD, BOS, EOS],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[PAD, BOS, EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer)
     tok.add_tokens([AddedToken(t, normalized=False) for t in (*GRAMMAR_TOKENS, *SLOT_TOKENS)])
     tok.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, tok.token_to_id(BOS))])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD,
-                                   padding_side="left", model_max_length=512)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD, padding_side="left", model_max_length=512
+    )
 
 
 def new_model(tokenizer, config: ModelConfig, seed: int = 0):
@@ -58,11 +63,18 @@ def new_model(tokenizer, config: ModelConfig, seed: int = 0):
     if config.hidden_size % config.num_heads or config.hidden_size // config.num_heads not in (32, 64, 128):
         raise ValueError("hidden_size / num_heads must be 32, 64 or 128 (vLLM's CPU attention head sizes)")
     cfg = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
-        num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
-        num_key_value_heads=config.num_heads, head_dim=config.hidden_size // config.num_heads,
-        max_position_embeddings=config.max_positions, tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_heads,
+        head_dim=config.hidden_size // config.num_heads,
+        max_position_embeddings=config.max_positions,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
         number_slots=True,  # reads an instruction's numbers as #1, #2, ... and writes plans with them (slots.py)
     )
     torch.manual_seed(seed)

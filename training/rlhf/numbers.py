@@ -9,9 +9,13 @@ from __future__ import annotations
 import math
 import re
 
-_UNITS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen".split())}
+_UNITS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen".split()
+    )
+}
 _TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
 _WORD = "|".join(sorted([*_UNITS, *_TENS], key=len, reverse=True))
 # [units-or-tens [-| ]units] [hundred [[and] units-or-tens [-| ]units]], as whole words

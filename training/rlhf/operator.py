@@ -20,8 +20,9 @@ from training.rlhf.plan import Plan
 
 
 class SimulatedOperator:
-    def __init__(self, executor: TwinExecutor, noise: float = 0.0, tie: float = 0.02, skip_below: float = 0.5,
-                 seed: int = 0):
+    def __init__(
+        self, executor: TwinExecutor, noise: float = 0.0, tie: float = 0.02, skip_below: float = 0.5, seed: int = 0
+    ):
         self.executor, self.noise, self.tie, self.skip_below = executor, noise, tie, skip_below
         self.rng = random.Random(seed)
 

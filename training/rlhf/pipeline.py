@@ -33,15 +33,27 @@ _SMALL_MODEL = {"vocab_size": 384, "num_layers": 2, "intermediate_size": 256}
 # overrides of config/rlhf/<stage>.yaml per budget; (stage share of the budget's time, for progress)
 BUDGETS: dict[str, dict[str, dict]] = {
     "minimal": {
-        "sft": {"examples": 6000, "steps": 400, "warmup_steps": 20, "eval_examples": 16, "eval_every": 0,
-                "model": _SMALL_MODEL},
+        "sft": {
+            "examples": 6000,
+            "steps": 400,
+            "warmup_steps": 20,
+            "eval_examples": 16,
+            "eval_every": 0,
+            "model": _SMALL_MODEL,
+        },
         "prefs": {"pairs": 600},
         "reward": {"epochs": 3},
         "rl": {"iterations": 2, "prompts_per_iteration": 8},
     },
     "quick": {
-        "sft": {"examples": 12000, "steps": 700, "warmup_steps": 30, "eval_examples": 32, "eval_every": 0,
-                "model": _SMALL_MODEL},
+        "sft": {
+            "examples": 12000,
+            "steps": 700,
+            "warmup_steps": 30,
+            "eval_examples": 32,
+            "eval_every": 0,
+            "model": _SMALL_MODEL,
+        },
         "prefs": {"pairs": 700},
         "reward": {"epochs": 3},
         "rl": {"iterations": 24, "prompts_per_iteration": 16},
@@ -54,8 +66,9 @@ WEIGHTS = {"sft": 0.35, "prefs": 0.1, "reward": 0.05, "rl": 0.4, "eval": 0.1}
 Progress = Callable[[str, float], None]
 
 
-def run_pipeline(out_dir: Path, robot: str = "rover", budget: str = "quick", engine: str = "vllm",
-                 progress: Progress | None = None) -> dict:
+def run_pipeline(
+    out_dir: Path, robot: str = "rover", budget: str = "quick", engine: str = "vllm", progress: Progress | None = None
+) -> dict:
     """Run (or resume) every stage into `out_dir`; returns a JSON-able summary:
     {model_dir, sft_dir, reward_dir, intent_accuracy, intent_accuracy_sft, json_valid_rate, win_rate_rm,
     win_rate_operator, stages: {name: seconds}} (stage seconds as measured when the stage ran)."""
@@ -78,27 +91,41 @@ def run_pipeline(out_dir: Path, robot: str = "rover", budget: str = "quick", eng
     def prefs(tmp: Path) -> dict:
         from training.rlhf.prefs import collect_pairs
 
-        config = _config(PrefsConfig, "prefs", sizes, db=str(tmp / "prefs.sqlite"), model=str(dirs["sft"]),
-                         robot=robot)
+        config = _config(PrefsConfig, "prefs", sizes, db=str(tmp / "prefs.sqlite"), model=str(dirs["sft"]), robot=robot)
         return collect_pairs(config, on_pair=lambda n: report("prefs", n / config.pairs, f"{n} pairs"))
 
     def reward(tmp: Path) -> dict:
         from training.rlhf.reward_model import train_reward
 
-        config = _config(RewardConfig, "reward", sizes, out=str(tmp), model=str(dirs["sft"]),
-                         db=str(dirs["prefs"] / "prefs.sqlite"))
+        config = _config(
+            RewardConfig, "reward", sizes, out=str(tmp), model=str(dirs["sft"]), db=str(dirs["prefs"] / "prefs.sqlite")
+        )
         return train_reward(config, lambda step, loss: report("reward", min(1.0, step / 50), f"step {step}"))
 
     def rl(tmp: Path) -> dict:
         from training.rlhf.rl import RLTrainer
 
-        config = _config(RLConfig, "rl", sizes, out=str(tmp), model=str(dirs["sft"]),
-                         reward_model=str(dirs["reward"]), robot=robot, engine=engine, ray_engines=0)
+        config = _config(
+            RLConfig,
+            "rl",
+            sizes,
+            out=str(tmp),
+            model=str(dirs["sft"]),
+            reward_model=str(dirs["reward"]),
+            robot=robot,
+            engine=engine,
+            ray_engines=0,
+        )
         report("rl", 0.0, f"starting the {engine} engine")
         trainer = RLTrainer(config)
         try:
-            return trainer.train(lambda s: report("rl", (s["iteration"] + 1) / config.iterations,
-                                                  f"iteration {s['iteration'] + 1}/{config.iterations}"))
+            return trainer.train(
+                lambda s: report(
+                    "rl",
+                    (s["iteration"] + 1) / config.iterations,
+                    f"iteration {s['iteration'] + 1}/{config.iterations}",
+                )
+            )
         finally:
             trainer.close()
 
@@ -112,10 +139,19 @@ def run_pipeline(out_dir: Path, robot: str = "rover", budget: str = "quick", eng
         seconds[name] = _stage(dirs[name], build, report, name)
     e = json.loads((dirs["eval"] / MARKER).read_text())["stats"]
     report.done()
-    return {"model_dir": str(dirs["rl"]), "sft_dir": str(dirs["sft"]), "reward_dir": str(dirs["reward"]),
-            "intent_accuracy": e["intent_accuracy"], "intent_accuracy_sft": e["intent_accuracy_sft"],
-            "json_valid_rate": e["json_valid_rate"], "win_rate_rm": e["win_rate_rm"],
-            "win_rate_operator": e["win_rate_operator"], "stages": seconds, "budget": budget, "eval": e}
+    return {
+        "model_dir": str(dirs["rl"]),
+        "sft_dir": str(dirs["sft"]),
+        "reward_dir": str(dirs["reward"]),
+        "intent_accuracy": e["intent_accuracy"],
+        "intent_accuracy_sft": e["intent_accuracy_sft"],
+        "json_valid_rate": e["json_valid_rate"],
+        "win_rate_rm": e["win_rate_rm"],
+        "win_rate_operator": e["win_rate_operator"],
+        "stages": seconds,
+        "budget": budget,
+        "eval": e,
+    }
 
 
 def _config(cls, stage: str, sizes: dict[str, dict], **fixed):
@@ -140,8 +176,7 @@ def _stage(final: Path, build: Callable[[Path], dict], report: _Reporter, name: 
     stats = build(tmp)
     elapsed = round(time.perf_counter() - start, 1)
     tmp.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(tmp / MARKER, json.dumps({"stage": name, "seconds": elapsed, "stats": stats},
-                                                indent=2).encode())
+    atomic_write_bytes(tmp / MARKER, json.dumps({"stage": name, "seconds": elapsed, "stats": stats}, indent=2).encode())
     tmp.rename(final)
     report(name, 1.0, f"{elapsed:.0f} s")
     return elapsed
@@ -158,12 +193,18 @@ def _evaluate(model: Path, sft: Path, reward: Path, robot: str) -> dict:
     ours, base = evaluate(rlhf_gen, items, limits), evaluate(sft_gen, items, limits)
     s, b = summarize(ours), summarize(base)
     free = summarize(evaluate(rlhf_gen, items, limits, constrained=False))
-    return {"set": str(HELDOUT), "n": s["n"], "intent_accuracy": s["intent_accuracy"],
-            "json_valid_rate": s["json_valid_rate"], "intent_accuracy_sft": b["intent_accuracy"],
-            "json_valid_rate_sft": b["json_valid_rate"], "json_valid_rate_unconstrained": free["json_valid_rate"],
-            "intent_accuracy_unconstrained": free["intent_accuracy"],
-            "win_rate_rm": reward_model_win_rate(ours, base, reward),
-            "win_rate_operator": operator_win_rate(ours, base, robot)}
+    return {
+        "set": str(HELDOUT),
+        "n": s["n"],
+        "intent_accuracy": s["intent_accuracy"],
+        "json_valid_rate": s["json_valid_rate"],
+        "intent_accuracy_sft": b["intent_accuracy"],
+        "json_valid_rate_sft": b["json_valid_rate"],
+        "json_valid_rate_unconstrained": free["json_valid_rate"],
+        "intent_accuracy_unconstrained": free["intent_accuracy"],
+        "win_rate_rm": reward_model_win_rate(ours, base, reward),
+        "win_rate_operator": operator_win_rate(ours, base, robot),
+    }
 
 
 class _Reporter:
@@ -171,7 +212,7 @@ class _Reporter:
 
     def __init__(self, progress: Progress | None):
         self.progress = progress
-        self.base = {s: sum(WEIGHTS[t] for t in STAGES[: i]) for i, s in enumerate(STAGES)}
+        self.base = {s: sum(WEIGHTS[t] for t in STAGES[:i]) for i, s in enumerate(STAGES)}
 
     def __call__(self, stage: str, fraction: float, info: str = "") -> None:
         if self.progress:

@@ -57,8 +57,9 @@ def _num(v: float) -> str:
 
 def format_plan(plan: Sequence[Segment]) -> str:
     """The plan in the strict grammar (values rounded to 0.01, trailing zeros dropped)."""
-    segs = [f'{{"vx":{_num(s.vx)},"vy":{_num(s.vy)},"wz":{_num(s.wz)},"duration_s":{_num(s.duration_s)}}}'
-            for s in plan]
+    segs = [
+        f'{{"vx":{_num(s.vx)},"vy":{_num(s.vy)},"wz":{_num(s.wz)},"duration_s":{_num(s.duration_s)}}}' for s in plan
+    ]
     return "[" + ",".join(segs) + "]"
 
 
@@ -92,8 +93,14 @@ def plan_metrics(plan: Sequence[Segment]) -> dict[str, float]:
     angle = sum(s.wz * s.duration_s for s in plan)
     lateral = sum(s.vy * s.duration_s for s in plan)
     mean = (lambda x: x / total) if total > 0 else (lambda x: 0.0)
-    return {"vx": mean(distance), "vy": mean(lateral), "wz": mean(angle), "duration_s": total,
-            "distance_m": distance, "angle_rad": angle}
+    return {
+        "vx": mean(distance),
+        "vy": mean(lateral),
+        "wz": mean(angle),
+        "duration_s": total,
+        "distance_m": distance,
+        "angle_rad": angle,
+    }
 
 
 def plan_from_dicts(segments: Sequence[Mapping]) -> Plan:

@@ -24,33 +24,48 @@ class Planned:
 
 
 class InstructionPlanner:
-    def __init__(self, generator: Generator, limits: PlanLimits, constrained: bool = True,
-                 max_new_tokens: int = MAX_NEW_TOKENS):
+    def __init__(
+        self, generator: Generator, limits: PlanLimits, constrained: bool = True, max_new_tokens: int = MAX_NEW_TOKENS
+    ):
         self.generator, self.limits = generator, limits
         self.constrained, self.max_new_tokens = constrained, max_new_tokens
 
     def plan(self, instruction: object, state: str | None = None) -> Planned:
         return self.plan_many([instruction], [state])[0][0]
 
-    def plan_many(self, instructions: Sequence[object], states: Sequence[str | None] | None = None, n: int = 1,
-                  temperature: float = 0.0, seed: int | None = None) -> list[list[Planned]]:
+    def plan_many(
+        self,
+        instructions: Sequence[object],
+        states: Sequence[str | None] | None = None,
+        n: int = 1,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> list[list[Planned]]:
         """n plans per instruction (n > 1 wants temperature > 0)."""
         states = list(states) if states is not None else [None] * len(instructions)
         screened = [screen_instruction(text, self.limits) for text in instructions]
         ask = [i for i, (clean, _) in enumerate(screened) if clean and not is_stop(clean)]
         slots = getattr(self.generator, "number_slots", False)
         inputs = {i: model_input(screened[i][0], states[i], slots) for i in ask}
-        outputs = self.generator.generate([inputs[i].prompt for i in ask], n=n, temperature=temperature,
-                                          max_new_tokens=self.max_new_tokens, constrained=self.constrained,
-                                          seed=seed) if ask else []
+        outputs = (
+            self.generator.generate(
+                [inputs[i].prompt for i in ask],
+                n=n,
+                temperature=temperature,
+                max_new_tokens=self.max_new_tokens,
+                constrained=self.constrained,
+                seed=seed,
+            )
+            if ask
+            else []
+        )
         by_index = dict(zip(ask, outputs, strict=True))
         results = []
         for i, (text, (clean, warnings)) in enumerate(zip(instructions, screened, strict=True)):
             if i not in by_index:
                 results.append([Planned(str(text), clean, "", True, STOP, list(warnings))] * n)
                 continue
-            results.append([self._finish(str(text), clean, c.text, inputs[i].numbers, warnings)
-                            for c in by_index[i]])
+            results.append([self._finish(str(text), clean, c.text, inputs[i].numbers, warnings) for c in by_index[i]])
         return results
 
     def _finish(self, text: str, clean: str, output: str, numbers: list[float], warnings: list[str]) -> Planned:

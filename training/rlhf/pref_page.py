@@ -51,16 +51,20 @@ def create_app(store: PreferenceStore, token: str, rater: str = "operator") -> F
     async def refuse(request: Request, exc: HTTPException):
         if request.url.path.startswith("/api/"):
             return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
-        return HTMLResponse(f"<!doctype html><title>{exc.status_code}</title><h1>{html.escape(str(exc.detail))}</h1>",
-                            status_code=exc.status_code)
+        return HTMLResponse(
+            f"<!doctype html><title>{exc.status_code}</title><h1>{html.escape(str(exc.detail))}</h1>",
+            status_code=exc.status_code,
+        )
 
     @app.get("/", response_class=HTMLResponse)
     def page(token_param: str | None = Query(None, alias="token"), after: int = 0) -> HTMLResponse:
         check(token_param)
         pair = store.next_unrated("human", after=after)
         nonce = secrets.token_urlsafe(12)
-        csp = (f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; connect-src 'self'; "
-               "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+        csp = (
+            f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; connect-src 'self'; "
+            "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        )
         return HTMLResponse(_render(pair, token, nonce, store.counts()), headers={"Content-Security-Policy": csp})
 
     @app.post("/api/preference")
@@ -77,16 +81,22 @@ def create_app(store: PreferenceStore, token: str, rater: str = "operator") -> F
     return app
 
 
-def serve(db: str, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-          rater: str = "operator") -> None:
+def serve(
+    db: str, host: str = "127.0.0.1", port: int = 8765, token: str | None = None, rater: str = "operator"
+) -> None:
     import uvicorn
 
     token = token or secrets.token_urlsafe(18)
     if host not in LOOPBACK:
-        print(f"WARNING: serving on {host}: anyone who can reach this port and learns the token can rate; use an SSH "
-              "tunnel to 127.0.0.1 instead where you can", file=sys.stderr)
-    print(f"preference page: http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/?token={token}",
-          flush=True)
+        print(
+            f"WARNING: serving on {host}: anyone who can reach this port and learns the token can rate; use an SSH "
+            "tunnel to 127.0.0.1 instead where you can",
+            file=sys.stderr,
+        )
+    print(
+        f"preference page: http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/?token={token}",
+        flush=True,
+    )
     uvicorn.run(create_app(PreferenceStore(db), token, rater), host=host, port=port, log_level="warning")
 
 
@@ -105,17 +115,20 @@ def _side(label: str, plan: str, execution: dict | None) -> str:
     metrics = ""
     if execution:
         m = execution["metrics"]
-        metrics = (f"<p class=m>executed: {m['distance_m']:.2f} m, {m['angle_rad']:.2f} rad, "
-                   f"{m['duration_s']:.1f} s</p>")
-    return (f'<section class=side id="side-{label}"><h2>Plan {label.upper()}</h2>{plot}{metrics}'
-            f"{_plan_table(plan)}<button id=\"prefer-{label}\" data-choice=\"{label}\">{label.upper()} is better"
-            "</button></section>")
+        metrics = f"<p class=m>executed: {m['distance_m']:.2f} m, {m['angle_rad']:.2f} rad, {m['duration_s']:.1f} s</p>"
+    return (
+        f'<section class=side id="side-{label}"><h2>Plan {label.upper()}</h2>{plot}{metrics}'
+        f'{_plan_table(plan)}<button id="prefer-{label}" data-choice="{label}">{label.upper()} is better'
+        "</button></section>"
+    )
 
 
 def _render(pair: Pair | None, token: str, nonce: str, counts: dict) -> str:
-    style = ("body{font-family:sans-serif;max-width:900px;margin:1em auto}.pair{display:flex;gap:2em}"
-             ".side{flex:1}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px}"
-             "button{font-size:16px;margin-top:.6em;padding:.4em 1em}.m{color:#555;font-size:13px}.bad{color:#b00}")
+    style = (
+        "body{font-family:sans-serif;max-width:900px;margin:1em auto}.pair{display:flex;gap:2em}"
+        ".side{flex:1}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px}"
+        "button{font-size:16px;margin-top:.6em;padding:.4em 1em}.m{color:#555;font-size:13px}.bad{color:#b00}"
+    )
     done = counts.get("human", 0)
     if pair is None:
         body = f"<h1>Nothing left to rate</h1><p id=status>{done} preferences stored by people.</p>"
@@ -134,10 +147,12 @@ for (const b of document.querySelectorAll('button[data-choice]'))
 document.getElementById('skip').addEventListener('click', () => {{
   const u = new URL(location.href); u.searchParams.set('after', PAIR); location.href = u.toString(); }});
 """
-    body = (f"<h1>Which plan does what the instruction says?</h1>"
-            f"<p>Instruction: <strong id=instruction>{html.escape(pair.instruction)}</strong> "
-            f"<span class=m>(robot state: {html.escape(pair.state)}; pair {pair.id})</span></p>"
-            f"<div class=pair>{_side('a', pair.plan_a, pair.exec_a)}{_side('b', pair.plan_b, pair.exec_b)}</div>"
-            f"<p><button id=skip>Skip</button> <span id=status>{done} preferences stored by people.</span></p>"
-            f"<script nonce=\"{nonce}\">{script}</script>")
+    body = (
+        f"<h1>Which plan does what the instruction says?</h1>"
+        f"<p>Instruction: <strong id=instruction>{html.escape(pair.instruction)}</strong> "
+        f"<span class=m>(robot state: {html.escape(pair.state)}; pair {pair.id})</span></p>"
+        f"<div class=pair>{_side('a', pair.plan_a, pair.exec_a)}{_side('b', pair.plan_b, pair.exec_b)}</div>"
+        f"<p><button id=skip>Skip</button> <span id=status>{done} preferences stored by people.</span></p>"
+        f'<script nonce="{nonce}">{script}</script>'
+    )
     return f"<!doctype html><meta charset=utf-8><title>RLHF preferences</title><style>{style}</style>{body}"

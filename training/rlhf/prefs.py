@@ -25,8 +25,9 @@ from training.rlhf.safety import limits_for
 PLOT_POINTS = 120  # trajectory points stored per plan for the page's plot
 
 
-def collect_pairs(config: PrefsConfig, simulated: bool = True,
-                  on_pair: Callable[[int], None] | None = None) -> dict[str, int]:
+def collect_pairs(
+    config: PrefsConfig, simulated: bool = True, on_pair: Callable[[int], None] | None = None
+) -> dict[str, int]:
     """Add up to `config.pairs` pairs of distinct sampled plans to the store; with `simulated`, the simulated
     operator rates each one (ties stay unrated). Returns the store's counts."""
     store = PreferenceStore(config.db)
@@ -34,16 +35,22 @@ def collect_pairs(config: PrefsConfig, simulated: bool = True,
     model, tokenizer = load_model(config.model)
     planner = InstructionPlanner(HFGenerator(model, tokenizer), limits)
     executor = TwinExecutor(config.robot)
-    operator = SimulatedOperator(executor, noise=config.operator_noise, skip_below=config.operator_skip_below,
-                                 seed=config.seed)
+    operator = SimulatedOperator(
+        executor, noise=config.operator_noise, skip_below=config.operator_skip_below, seed=config.seed
+    )
     corpus = CorpusGenerator(config.pool, limits, seed=config.seed)
     made, rounds = 0, 0
     per_instruction = config.candidates * (config.candidates - 1) // 2
     while made < config.pairs and rounds < 10:  # identical samples make fewer pairs: draw more instructions
         rounds += 1
         examples = corpus.examples(-(-(config.pairs - made) // per_instruction))
-        samples = planner.plan_many([e.instruction for e in examples], [e.state for e in examples],
-                                    n=config.candidates, temperature=config.temperature, seed=config.seed + rounds)
+        samples = planner.plan_many(
+            [e.instruction for e in examples],
+            [e.state for e in examples],
+            n=config.candidates,
+            temperature=config.temperature,
+            seed=config.seed + rounds,
+        )
         distinct = [list({p.output: p for p in group if p.output}.values()) for group in samples]
         runs = iter(executor.execute([p.plan for group in distinct for p in group]))
         for example, group in zip(examples, distinct, strict=True):
@@ -51,11 +58,19 @@ def collect_pairs(config: PrefsConfig, simulated: bool = True,
             for (a, run_a), (b, run_b) in itertools.combinations(executed, 2):
                 if made >= config.pairs:
                     break
-                pair_id = store.add_pair(example.instruction, example.state, a.output, b.output, _for_page(run_a),
-                                         _for_page(run_b), example.expect)
+                pair_id = store.add_pair(
+                    example.instruction,
+                    example.state,
+                    a.output,
+                    b.output,
+                    _for_page(run_a),
+                    _for_page(run_b),
+                    example.expect,
+                )
                 if simulated:
-                    choice = operator.choose(score_execution(run_a, example.expect),
-                                             score_execution(run_b, example.expect))
+                    choice = operator.choose(
+                        score_execution(run_a, example.expect), score_execution(run_b, example.expect)
+                    )
                     if choice:
                         store.add_preference(pair_id, choice, "simulated-operator", "simulated")
                 made += 1
@@ -67,5 +82,4 @@ def collect_pairs(config: PrefsConfig, simulated: bool = True,
 def _for_page(execution: Execution) -> dict:
     path = execution.path
     idx = np.unique(np.linspace(0, len(path) - 1, min(PLOT_POINTS, len(path))).round().astype(int))
-    return {"metrics": {k: round(v, 3) for k, v in execution.metrics.items()},
-            "path": np.round(path[idx], 3).tolist()}
+    return {"metrics": {k: round(v, 3) for k, v in execution.metrics.items()}, "path": np.round(path[idx], 3).tolist()}

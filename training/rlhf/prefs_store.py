@@ -76,14 +76,33 @@ class PreferenceStore:
         finally:
             db.close()
 
-    def add_pair(self, instruction: str, state: str, plan_a: str, plan_b: str, exec_a: dict | None = None,
-                 exec_b: dict | None = None, expect: Expect | None = None, origin: str = "model") -> int:
+    def add_pair(
+        self,
+        instruction: str,
+        state: str,
+        plan_a: str,
+        plan_b: str,
+        exec_a: dict | None = None,
+        exec_b: dict | None = None,
+        expect: Expect | None = None,
+        origin: str = "model",
+    ) -> int:
         with self._db() as db:
             cur = db.execute(
                 "INSERT INTO pairs (instruction, state, expect, plan_a, plan_b, exec_a, exec_b, origin, created) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (instruction, state, None if expect is None else json.dumps(expect), plan_a, plan_b,
-                 _dump(exec_a), _dump(exec_b), origin, time.time()))
+                (
+                    instruction,
+                    state,
+                    None if expect is None else json.dumps(expect),
+                    plan_a,
+                    plan_b,
+                    _dump(exec_a),
+                    _dump(exec_b),
+                    origin,
+                    time.time(),
+                ),
+            )
             return int(cur.lastrowid)
 
     def add_preference(self, pair_id: int, choice: str, rater: str, source: str) -> int:
@@ -92,8 +111,10 @@ class PreferenceStore:
         with self._db() as db:
             if db.execute("SELECT 1 FROM pairs WHERE id = ?", (pair_id,)).fetchone() is None:
                 raise KeyError(f"no pair {pair_id}")
-            cur = db.execute("INSERT INTO preferences (pair_id, choice, rater, source, created) VALUES (?, ?, ?, ?, ?)",
-                             (pair_id, choice, rater, source, time.time()))
+            cur = db.execute(
+                "INSERT INTO preferences (pair_id, choice, rater, source, created) VALUES (?, ?, ?, ?, ?)",
+                (pair_id, choice, rater, source, time.time()),
+            )
             return int(cur.lastrowid)
 
     def pair(self, pair_id: int) -> Pair | None:
@@ -104,9 +125,11 @@ class PreferenceStore:
     def next_unrated(self, source: str = "human", after: int = 0) -> Pair | None:
         """The oldest pair after id `after` without a preference from this source."""
         with self._db() as db:
-            row = db.execute("SELECT * FROM pairs WHERE id > ? AND id NOT IN "
-                             "(SELECT pair_id FROM preferences WHERE source = ?) ORDER BY id LIMIT 1",
-                             (after, source)).fetchone()
+            row = db.execute(
+                "SELECT * FROM pairs WHERE id > ? AND id NOT IN "
+                "(SELECT pair_id FROM preferences WHERE source = ?) ORDER BY id LIMIT 1",
+                (after, source),
+            ).fetchone()
         return None if row is None else _pair(row)
 
     def pairs(self) -> list[Pair]:
@@ -116,8 +139,10 @@ class PreferenceStore:
     def preferences(self) -> list[Preference]:
         """Every stored preference as (chosen, rejected) plan texts; a pair rated twice counts twice."""
         with self._db() as db:
-            rows = db.execute("SELECT p.instruction, p.state, p.plan_a, p.plan_b, f.choice FROM preferences f "
-                              "JOIN pairs p ON p.id = f.pair_id ORDER BY f.id").fetchall()
+            rows = db.execute(
+                "SELECT p.instruction, p.state, p.plan_a, p.plan_b, f.choice FROM preferences f "
+                "JOIN pairs p ON p.id = f.pair_id ORDER BY f.id"
+            ).fetchall()
         return [Preference(i, s, a if c == "a" else b, b if c == "a" else a) for i, s, a, b, c in rows]
 
     def counts(self) -> dict[str, int]:
@@ -166,8 +191,16 @@ def _dump(value: dict | None) -> str | None:
 def _pair(row: tuple) -> Pair:
     pid, instruction, state, expect, plan_a, plan_b, exec_a, exec_b, _origin, _created = row
     exp = _load(expect)
-    return Pair(pid, instruction, state, None if exp is None else {k: tuple(v) for k, v in exp.items()}, plan_a,
-                plan_b, _load(exec_a), _load(exec_b))
+    return Pair(
+        pid,
+        instruction,
+        state,
+        None if exp is None else {k: tuple(v) for k, v in exp.items()},
+        plan_a,
+        plan_b,
+        _load(exec_a),
+        _load(exec_b),
+    )
 
 
 def _load(value: str | None):

@@ -23,28 +23,41 @@ def run_eval(args: argparse.Namespace) -> int:
     limits = limits_for(args.robot)
     constrained = not args.unconstrained
     results = ev.evaluate(load_generator(args.model, args.backend), items, limits, constrained)
-    out = {"bench": "rlhf_eval", "model": args.model, "set": args.eval_set, "constrained": constrained,
-           **ev.summarize(results)}
-    table = Table(title=f"{args.eval_set}: {len(items)} instructions ({'constrained' if constrained else 'free'} "
-                        "decoding, greedy)")
+    out = {
+        "bench": "rlhf_eval",
+        "model": args.model,
+        "set": args.eval_set,
+        "constrained": constrained,
+        **ev.summarize(results),
+    }
+    table = Table(
+        title=f"{args.eval_set}: {len(items)} instructions ({'constrained' if constrained else 'free'} "
+        "decoding, greedy)"
+    )
     for col in ("model", "JSON valid", "intent accuracy"):
         table.add_column(col, justify="right")
     table.add_row(args.model, f"{out['json_valid_rate']:.1%}", f"{out['intent_accuracy']:.1%}")
     if args.baseline:
         base = ev.evaluate(load_generator(args.baseline, args.backend), items, limits, constrained)
         summary = ev.summarize(base)
-        out.update(baseline=args.baseline, baseline_json_valid_rate=summary["json_valid_rate"],
-                   baseline_intent_accuracy=summary["intent_accuracy"])
+        out.update(
+            baseline=args.baseline,
+            baseline_json_valid_rate=summary["json_valid_rate"],
+            baseline_intent_accuracy=summary["intent_accuracy"],
+        )
         table.add_row(args.baseline, f"{summary['json_valid_rate']:.1%}", f"{summary['intent_accuracy']:.1%}")
         out["win_rate_operator"] = ev.operator_win_rate(results, base, args.robot)
         if args.reward:
             out["win_rate_reward_model"] = ev.reward_model_win_rate(results, base, args.reward)
     if args.samples > 0:
-        sampled = ev.pass_at_k(load_generator(args.model, args.backend), items, limits, args.samples,
-                               args.temperature, constrained)
+        sampled = ev.pass_at_k(
+            load_generator(args.model, args.backend), items, limits, args.samples, args.temperature, constrained
+        )
         out["sampled"] = sampled
-        table.caption = (f"{args.samples} samples per line at temperature {args.temperature:g}: pass@1 "
-                         f"{sampled['pass_at_1']:.1%}, pass@{args.samples} {sampled[f'pass_at_{args.samples}']:.1%}")
+        table.caption = (
+            f"{args.samples} samples per line at temperature {args.temperature:g}: pass@1 "
+            f"{sampled['pass_at_1']:.1%}, pass@{args.samples} {sampled[f'pass_at_{args.samples}']:.1%}"
+        )
     console = Console(width=None if Console().is_terminal else 110)
     console.print(table)
     for key in ("win_rate_reward_model", "win_rate_operator"):
@@ -53,7 +66,8 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.show_failures:
         for r in results:
             if not r.passed:
-                console.print(f"FAIL {r.item.instruction!r} -> {ev.scored_outputs([r])[0]}", markup=False,
-                              highlight=False)
+                console.print(
+                    f"FAIL {r.item.instruction!r} -> {ev.scored_outputs([r])[0]}", markup=False, highlight=False
+                )
     print(json.dumps(out))
     return 0

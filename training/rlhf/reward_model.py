@@ -63,18 +63,25 @@ class RewardScorer:
         """Token ids of prompts and of completions written as the model writes them (with number slots if it
         uses them), each completion followed by its totals."""
         tok = self.tokenizer
-        return ([tok(i.prompt)["input_ids"] for i in inputs],
-                [encode_completion(tok, with_totals(c, i)) for i, c in zip(inputs, completions, strict=True)])
+        return (
+            [tok(i.prompt)["input_ids"] for i in inputs],
+            [encode_completion(tok, with_totals(c, i)) for i, c in zip(inputs, completions, strict=True)],
+        )
 
-    def encode_plans(self, instructions: Sequence[str], states: Sequence[str | None],
-                     plans: Sequence[str]) -> tuple[list, list]:
+    def encode_plans(
+        self, instructions: Sequence[str], states: Sequence[str | None], plans: Sequence[str]
+    ) -> tuple[list, list]:
         """`encode` for plans written with plain numbers (stored preferences, planner outputs) answering screened
         instructions."""
         inputs = [model_input(i, s, self.number_slots) for i, s in zip(instructions, states, strict=True)]
         return self.encode(inputs, [to_slots(p, i.numbers, i.kinds) for i, p in zip(inputs, plans, strict=True)])
 
-    def log_ratio(self, prompt_ids: Sequence[list[int]], completion_ids: Sequence[list[int]],
-                  reference_logp: torch.Tensor | None = None) -> torch.Tensor:
+    def log_ratio(
+        self,
+        prompt_ids: Sequence[list[int]],
+        completion_ids: Sequence[list[int]],
+        reference_logp: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """beta * (log pi_r - log pi_ref) per sequence; gradients flow into pi_r unless disabled by the caller."""
         pad = self.tokenizer.pad_token_id
         logp, mask = completion_logprobs(self.model, prompt_ids, completion_ids, pad)
@@ -102,7 +109,7 @@ class RewardScorer:
         prompt_ids, completion_ids = encoded
         out: list[float] = []
         for i in range(0, len(prompt_ids), self.batch_size):
-            out += self.log_ratio(prompt_ids[i:i + self.batch_size], completion_ids[i:i + self.batch_size]).tolist()
+            out += self.log_ratio(prompt_ids[i : i + self.batch_size], completion_ids[i : i + self.batch_size]).tolist()
         return out
 
 
@@ -114,8 +121,7 @@ def with_totals(completion: str, model_in: ModelInput) -> str:
         m = plan_metrics(parse_plan(fill_slots(completion, model_in.numbers)))
     except PlanError:
         return completion
-    totals = (f"totals: distance {m['distance_m']:.2f} m, angle {m['angle_rad']:.2f} rad, "
-              f"time {m['duration_s']:.2f} s")
+    totals = f"totals: distance {m['distance_m']:.2f} m, angle {m['angle_rad']:.2f} rad, time {m['duration_s']:.2f} s"
     return f"{completion}\n{slot_spans(totals, model_in.numbers, model_in.kinds)}"
 
 
@@ -136,6 +142,7 @@ def split_preferences(prefs: Sequence[Preference], holdout: float, seed: int) ->
     instruction and an unordered pair of plans, so one rated twice (the corpus repeats instructions) falls wholly
     on one side. Other comparisons of a held-out instruction may be in training (docs/rlhf.md also gives the
     accuracy on unseen instructions)."""
+
     def key(p: Preference) -> tuple:
         return p.instruction, p.state, *sorted((p.chosen, p.rejected))
 
@@ -169,12 +176,12 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, float], None] | N
     for _ in range(config.epochs):
         rng.shuffle(order)
         for i in range(0, len(order), config.batch_size):
-            batch = order[i:i + config.batch_size]
+            batch = order[i : i + config.batch_size]
             prompt_ids = [rows[k][0][j] for j in (0, 1) for k in batch]  # chosen first, then rejected
             completion_ids = [rows[k][1][j] for j in (0, 1) for k in batch]
             reference_logp = torch.cat([torch.stack([ref[k][j] for k in batch]) for j in (0, 1)])
             rewards = scorer.log_ratio(prompt_ids, completion_ids, reference_logp)
-            loss = -F.logsigmoid(rewards[: len(batch)] - rewards[len(batch):]).mean()
+            loss = -F.logsigmoid(rewards[: len(batch)] - rewards[len(batch) :]).mean()
             optim.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -184,9 +191,14 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, float], None] | N
             if on_step:
                 on_step(step, loss_value)
     model.eval()
-    stats = {"pairs_train": len(train), "pairs_heldout": len(test), "final_loss": loss_value,
-             "heldout_accuracy_before": before, "heldout_accuracy": ranking_accuracy(scorer, test),
-             "train_seconds": round(time.perf_counter() - start, 1)}
+    stats = {
+        "pairs_train": len(train),
+        "pairs_heldout": len(test),
+        "final_loss": loss_value,
+        "heldout_accuracy_before": before,
+        "heldout_accuracy": ranking_accuracy(scorer, test),
+        "train_seconds": round(time.perf_counter() - start, 1),
+    }
     save_reward_model(config.out, model, reference, tokenizer, {"config": dataclasses.asdict(config), "stats": stats})
     return stats
 

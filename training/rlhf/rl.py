@@ -77,11 +77,18 @@ class RLTrainer:
         times = {}
         t0 = time.perf_counter()
         examples = self.corpus.examples(c.prompts_per_iteration)
-        inputs = [model_input(screen_instruction(e.instruction, self.limits)[0], e.state, self.number_slots)
-                  for e in examples]
+        inputs = [
+            model_input(screen_instruction(e.instruction, self.limits)[0], e.state, self.number_slots) for e in examples
+        ]
         prompts = [i.prompt for i in inputs]
-        samples = self.engine.generate(prompts, n=c.samples_per_prompt, temperature=c.temperature,
-                                       max_new_tokens=MAX_NEW_TOKENS, constrained=False, seed=c.seed + iteration)
+        samples = self.engine.generate(
+            prompts,
+            n=c.samples_per_prompt,
+            temperature=c.temperature,
+            max_new_tokens=MAX_NEW_TOKENS,
+            constrained=False,
+            seed=c.seed + iteration,
+        )
         times["generation"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -95,8 +102,9 @@ class RLTrainer:
                 plans.append(STOP)
                 valid.append(0.0)
         runs = self.executor.execute(plans)
-        sim = torch.tensor([score_execution(r, examples[i].expect) * v
-                            for (i, _), r, v in zip(flat, runs, valid, strict=True)])
+        sim = torch.tensor(
+            [score_execution(r, examples[i].expect) * v for (i, _), r, v in zip(flat, runs, valid, strict=True)]
+        )
         rm = torch.tensor(self.scorer.score([inputs[i] for i, _ in flat], [s.text for _, s in flat]))
         valid_t = torch.tensor(valid)
         times["reward"] = time.perf_counter() - t0
@@ -104,7 +112,7 @@ class RLTrainer:
         t0 = time.perf_counter()
         prompt_ids = [tok(p)["input_ids"] for p in prompts]
         rows = [(prompt_ids[i], s.token_ids or [tok.eos_token_id]) for i, s in flat]
-        chunks = [rows[k:k + MICRO_BATCH] for k in range(0, len(rows), MICRO_BATCH)]
+        chunks = [rows[k : k + MICRO_BATCH] for k in range(0, len(rows), MICRO_BATCH)]
         with torch.no_grad():  # the sampling policy's log-probabilities (ratio denominators) and the KL to SFT
             old = [self._logprobs(self.policy, part) for part in chunks]
             ref = [self._logprobs(self.reference, part) for part in chunks]
@@ -121,7 +129,7 @@ class RLTrainer:
             for part, (old_logp, mask) in zip(chunks, old, strict=True):
                 logp, _ = self._logprobs(self.policy, part)
                 ratio = torch.exp(logp - old_logp)
-                a = adv[start:start + len(part), None]
+                a = adv[start : start + len(part), None]
                 surrogate = torch.minimum(ratio * a, torch.clamp(ratio, 1 - c.clip, 1 + c.clip) * a)
                 (-(surrogate * mask).sum() / total_tokens).backward()
                 start += len(part)
@@ -133,9 +141,16 @@ class RLTrainer:
         t0 = time.perf_counter()
         self.sync()
         times["sync"] = time.perf_counter() - t0
-        stats = {"iteration": iteration, "reward": reward.mean().item(), "sim_score": sim.mean().item(),
-                 "json_valid": valid_t.mean().item(), "kl": kl.mean().item(), "grad_norm": float(grad_norm),
-                 "tokens": total_tokens, "seconds": {k: round(v, 3) for k, v in times.items()}}
+        stats = {
+            "iteration": iteration,
+            "reward": reward.mean().item(),
+            "sim_score": sim.mean().item(),
+            "json_valid": valid_t.mean().item(),
+            "kl": kl.mean().item(),
+            "grad_norm": float(grad_norm),
+            "tokens": total_tokens,
+            "seconds": {k: round(v, 3) for k, v in times.items()},
+        }
         self.history.append(stats)
         return stats
 
@@ -164,10 +179,17 @@ class RLTrainer:
         self.tokenizer.save_pretrained(out)
         totals = {k: sum(h["seconds"][k] for h in self.history) for k in ("generation", "reward", "training", "sync")}
         whole = sum(totals.values()) or 1.0
-        summary = {"iterations": len(self.history), "share": {k: round(v / whole, 3) for k, v in totals.items()},
-                   "seconds": {k: round(v, 1) for k, v in totals.items()}, "last": self.history[-1:]}
-        (out / "rlhf_rl.json").write_text(json.dumps({"config": dataclasses.asdict(self.config), "summary": summary,
-                                                      "history": self.history}, indent=2))
+        summary = {
+            "iterations": len(self.history),
+            "share": {k: round(v / whole, 3) for k, v in totals.items()},
+            "seconds": {k: round(v, 1) for k, v in totals.items()},
+            "last": self.history[-1:],
+        }
+        (out / "rlhf_rl.json").write_text(
+            json.dumps(
+                {"config": dataclasses.asdict(self.config), "summary": summary, "history": self.history}, indent=2
+            )
+        )
         return summary
 
     def close(self) -> None:

@@ -21,13 +21,33 @@ from training.rlhf.numbers import canonical_numbers
 from training.rlhf.plan import MAX_SEGMENTS, STOP, Plan, Segment
 
 MAX_INSTRUCTION_CHARS = 200
-STOP_WORDS = frozenset({"stop", "halt", "freeze", "abort", "cancel", "e-stop", "estop", "emergency stop",
-                        "stop now", "stop moving", "stop the robot", "stop immediately", "stand still", "brake"})
-_FILLERS = re.compile(r"^(please|robot|hey robot|ok|okay|now)\b[ ,]*|"
-                      r"[ ,]*\b(please|now|right now|immediately|at once|right away|asap)$")
+STOP_WORDS = frozenset(
+    {
+        "stop",
+        "halt",
+        "freeze",
+        "abort",
+        "cancel",
+        "e-stop",
+        "estop",
+        "emergency stop",
+        "stop now",
+        "stop moving",
+        "stop the robot",
+        "stop immediately",
+        "stand still",
+        "brake",
+    }
+)
+_FILLERS = re.compile(
+    r"^(please|robot|hey robot|ok|okay|now)\b[ ,]*|"
+    r"[ ,]*\b(please|now|right now|immediately|at once|right away|asap)$"
+)
 _MARKUP = re.compile(r"<[^<>]{0,200}>|```|\[/?[a-z]+\]|\{\{|\}\}")
-_SPEED = re.compile(r"(\d+(?:\.\d+)?)\s*(m/s|mps|meters? per second|metres? per second|km/h|kph|"
-                    r"rad/s|radians? per second|deg/s|degrees? per second)")
+_SPEED = re.compile(
+    r"(\d+(?:\.\d+)?)\s*(m/s|mps|meters? per second|metres? per second|km/h|kph|"
+    r"rad/s|radians? per second|deg/s|degrees? per second)"
+)
 
 
 @dataclass(frozen=True)
@@ -104,8 +124,10 @@ def _over_limit_requests(text: str, limits: PlanLimits) -> list[str]:
         linear = "rad" not in unit
         top = max(abs(v) for v in (limits.vx + limits.vy if linear else limits.wz))
         if value > top + 1e-9:
-            out.append(f"instruction asks for {m.group(0)}, above the limit {top:g} {'m/s' if linear else 'rad/s'}: "
-                       "the plan is clamped")
+            out.append(
+                f"instruction asks for {m.group(0)}, above the limit {top:g} {'m/s' if linear else 'rad/s'}: "
+                "the plan is clamped"
+            )
     return out
 
 
@@ -138,4 +160,3 @@ def clamp_plan(plan: Sequence[Segment], limits: PlanLimits) -> tuple[Plan, list[
         if remaining <= 0:
             break
     return tuple(out) or STOP, warnings
-

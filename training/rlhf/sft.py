@@ -37,8 +37,10 @@ def train_sft(config: SFTConfig, on_step: Callable[[int, float], None] | None = 
     start = time.perf_counter()
     limits = limits_for(config.robot)
     examples = CorpusGenerator("sft", limits, seed=config.seed).examples(config.examples)
-    inputs = [model_input(clean_instruction(e.instruction)[0], e.state, number_slots=True)  # as the planner will
-              for e in examples]
+    inputs = [
+        model_input(clean_instruction(e.instruction)[0], e.state, number_slots=True)  # as the planner will
+        for e in examples
+    ]
     prompts = [i.prompt for i in inputs]
     plans = [to_slots(format_plan(e.plan), i.numbers, i.kinds) for e, i in zip(examples, inputs, strict=True)]
     tokenizer = train_tokenizer((t for pair in zip(prompts, plans, strict=True) for t in pair), config.model.vocab_size)
@@ -83,9 +85,15 @@ def train_sft(config: SFTConfig, on_step: Callable[[int, float], None] | None = 
     generator = HFGenerator(model, tokenizer)
     summary = summarize(evaluate(generator, items, limits, constrained=False))
     curve.append([config.steps, summarize(evaluate(generator, items, limits))["intent_accuracy"]])
-    stats = {"final_loss": loss_value, "train_seconds": round(train_s, 1), "examples": len(data),
-             "parameters": sum(p.numel() for p in model.parameters()), "vocab": len(tokenizer),
-             "fresh_sft_examples_unconstrained": summary, "validation_accuracy_curve": curve}
+    stats = {
+        "final_loss": loss_value,
+        "train_seconds": round(train_s, 1),
+        "examples": len(data),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "vocab": len(tokenizer),
+        "fresh_sft_examples_unconstrained": summary,
+        "validation_accuracy_curve": curve,
+    }
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)

@@ -42,7 +42,7 @@ def split_numbers(text: str) -> tuple[str, list[float], list[str]]:
     def slot(m: re.Match) -> str:
         if len(numbers) == MAX_SLOTS:
             return m.group(0)
-        after = text[m.end():]
+        after = text[m.end() :]
         numbers.append(float(m.group(0)))
         kinds.append("span" if _SPAN_UNIT.match(after) and not _RATE_UNIT.match(after) else "rate")
         return f"#{len(numbers)}"
@@ -62,8 +62,13 @@ def to_slots(plan_text: str, numbers: Sequence[float], kinds: Sequence[str]) -> 
             return m.group(0)
         v = round(float(raw), 2)
         want = "span" if field == "duration_s" else "rate"
-        matches = [(k, sign) for k, (n, kind) in enumerate(zip(numbers, kinds, strict=True)) if kind == want
-                   for sign in ("", "-") if round(n if sign == "" else -n, 2) == v and (v != 0 or sign == "")]
+        matches = [
+            (k, sign)
+            for k, (n, kind) in enumerate(zip(numbers, kinds, strict=True))
+            if kind == want
+            for sign in ("", "-")
+            if round(n if sign == "" else -n, 2) == v and (v != 0 or sign == "")
+        ]
         fresh = [(k, s) for k, s in matches if k not in used]
         again = [(k, s) for k, s in matches if k in used] if want == "span" else []
         if not (fresh or again):

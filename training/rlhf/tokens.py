@@ -24,8 +24,9 @@ def pad_right(seqs: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, to
     return ids, mask
 
 
-def completion_logprobs(model, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]],
-                        pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+def completion_logprobs(
+    model, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], pad: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probabilities of each completion after its prompt, and the mask of completion tokens;
     both [batch, longest sequence - 1]. Gradients flow unless the caller disables them."""
     seqs = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids, strict=True)]
@@ -34,5 +35,5 @@ def completion_logprobs(model, prompt_ids: Sequence[Sequence[int]], completion_i
     logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
     mask = torch.zeros_like(logp)
     for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
-        mask[i, len(p) - 1: len(p) - 1 + len(c)] = 1.0
+        mask[i, len(p) - 1 : len(p) - 1 + len(c)] = 1.0
     return logp, mask
