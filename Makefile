@@ -18,8 +18,11 @@ test: $(STAMP)
 
 setup: $(STAMP)
 
+# style and the floors: ruff's lint and format rules, and the import contracts of .importlinter
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 $(STAMP): setup.py
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)

@@ -6,6 +6,8 @@ from glob import glob
 from setuptools import find_packages, setup
 
 PACKAGE = "edge"
+# every Python package of the repository, top floor first (see docs/architecture.md)
+PACKAGES = ("sim2real", "training", "ros_nodes", "sim", "edge")
 
 ROS_WHEELS = [  # x86_64 wheels of ROS 2 Jazzy for machines without apt ROS (the robot uses apt ROS 2 Jazzy)
     "ros-jazzy-rclpy[fastrtps]==7.1.6",
@@ -57,7 +59,8 @@ EXTRAS = {
     # (the twin uses gymnasium 1.4; RLlib 2.60 runs on it)
     "dev": [
         "pytest>=8",
-        "ruff>=0.6",
+        "ruff==0.17.6",
+        "import-linter==2.17",
         "catkin_pkg>=1.0",
         "gymnasium[mujoco]==1.4.0",
         "stable-baselines3==2.9.2",
@@ -72,19 +75,13 @@ EXTRAS = {
 setup(
     name=PACKAGE,
     version="0.1.0",
-    packages=find_packages(
-        include=["edge", "edge.*", "sim", "sim.*", "training", "training.*", "ros_nodes", "ros_nodes.*"]
-    ),
+    packages=find_packages(include=[f"{top}{sub}" for top in PACKAGES for sub in ("", ".*")]),
     package_data={"sim": ["assets/*.xml"]},
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
-        ("share/" + PACKAGE + "/config/robots", glob("config/robots/*.yaml")),
-        ("share/" + PACKAGE + "/config/ros", glob("config/ros/*.yaml")),
-        ("share/" + PACKAGE + "/config/campaigns", glob("config/campaigns/*.yaml")),
-        ("share/" + PACKAGE + "/config/sil", glob("config/sil/*.yaml")),
-        ("share/" + PACKAGE + "/config/rlhf", glob("config/rlhf/*.yaml") + glob("config/rlhf/*.jsonl")),
+        *[("share/" + PACKAGE + "/" + d, glob(d + "/*.yaml") + glob(d + "/*.jsonl")) for d in sorted(glob("config/*"))],
     ],
     install_requires=["numpy>=1.26", "pyyaml>=6"],
     extras_require=EXTRAS,
@@ -96,7 +93,7 @@ setup(
     python_requires=">=3.10",
     entry_points={
         "console_scripts": [
-            "sim2real = training.cli:main",
+            "sim2real = sim2real.cli:main",
             "policy_node = ros_nodes.policy_node:main",
             "sim_bridge_node = ros_nodes.sim_bridge_node:main",
             "field_recorder = ros_nodes.field_recorder:main",

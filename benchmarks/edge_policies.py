@@ -13,10 +13,10 @@ import torch
 from rsl_rl.models.mlp_model import MLPModel
 from tensordict import TensorDict
 
-from edge.export import export_policy
 from edge.manifest import Manifest
 from edge.observation import obs_term
 from sim.robot import joint_target_limits, load_robot
+from training.export import export_policy
 
 HIDDEN = {"rover": (64, 64), "quadruped": (512, 256, 128)}
 CLIP_ACTIONS = 10.0  # the twin's default clip_actions (sim.twin.BatchedTwin)

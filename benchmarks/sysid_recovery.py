@@ -1,7 +1,7 @@
 """System identification and retraining on the field-twin scenario (config/retrain/field_twin.yaml).
 
 The deployed rover artifact runs on the field twin over real ROS 2 (`sim2real sil --field-twin --record`);
-`training.retrain.pipeline.retrain` reads the MCAP logs, identifies the hidden parameters, fine-tunes, validates
+`sim2real.retrain_pipeline.retrain` reads the MCAP logs, identifies the hidden parameters, fine-tunes, validates
 and promotes. Measured:
   - the relative error of each identified parameter against the hidden value;
   - the trajectory error (replaying the logged joint commands) of the identified twin against the untuned twin
@@ -48,9 +48,9 @@ def field_run(artifact: Path, seconds: float, logs: Path, validated: bool = True
     """Field KPIs of `artifact` on the field twin, from the MCAP logs `sim2real sil` recorded (validated=False:
     a measurement of an artifact no campaign has passed, which sil otherwise refuses)."""
     from edge.manifest import load_manifest
-    from ros_nodes.sil import run_sil
     from sim.campaign.rollout import robot_limits
     from sim.robot import load_robot
+    from sim2real.sil import run_sil
     from training.retrain.drift import field_kpis
     from training.retrain.ingest import mcap_files, read_field_log
 
@@ -80,7 +80,7 @@ def main() -> None:
     args = p.parse_args()
 
     from edge.manifest import load_manifest
-    from training.retrain.pipeline import retrain
+    from sim2real.retrain_pipeline import retrain
 
     seconds, budget = (30.0, "quick") if args.quick else (60.0, "full")
     hidden = yaml.safe_load(FIELD_TWIN.read_text())

@@ -9,7 +9,7 @@ import numpy as np
 import onnxruntime as ort
 
 from edge.artifact import check_io, read_artifact
-from edge.errors import ArtifactError, BackendUnavailable
+from edge.errors import ArtifactError, BackendUnavailable, ConfigError
 from edge.policy import Policy
 from edge.tensorrt_runtime import TensorRTPolicy, tensorrt_unavailable_reason
 
@@ -28,7 +28,7 @@ class OnnxRuntimePolicy(Policy):
         self, artifact_dir: str | Path, *, device: str = "auto", intra_op_threads: int = 1, safety: bool = True
     ):
         if device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"device must be auto, cpu or cuda; got {device!r}")
+            raise ConfigError(f"device must be auto, cpu or cuda; got {device!r}")
         manifest, onnx_bytes = read_artifact(artifact_dir)
         super().__init__(manifest, safety)
         has_cuda = _CUDA_EP in ort.get_available_providers()
@@ -74,7 +74,7 @@ def load_policy(
     cuda-python), else ONNX Runtime (CUDA EP where present, else CPU); `policy.reason` says why.
     intra_op_threads applies to ONNX Runtime, max_batch (the engine's largest batch) to TensorRT."""
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     notes = []
     if backend in ("auto", "tensorrt"):
         why_not = tensorrt_unavailable_reason()

@@ -25,12 +25,21 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from std_msgs.msg import String
 
-from edge.errors import ArtifactError, UserError
+from edge.errors import UserFixableError
+from edge.instruct.plan import STOP, Plan, plan_to_dicts
+from edge.instruct.planner import InstructionPlanner, Planned
+from edge.instruct.prompt import state_summary
+from edge.instruct.safety import PlanLimits, is_stop, limits_from_manifest, screen_instruction
 from ros_nodes.params import describe
-from training.rlhf.plan import STOP, Plan, plan_to_dicts
-from training.rlhf.planner import InstructionPlanner, Planned
-from training.rlhf.prompt import state_summary
-from training.rlhf.safety import is_stop, limits_for, screen_instruction
+
+
+def _plan_limits(robot: str, artifact: str, max_duration_s: float) -> PlanLimits:
+    """The artifact's manifest limits (the robot's way); without an artifact, the robot YAML's (development)."""
+    if artifact:
+        return limits_from_manifest(artifact, max_duration_s)
+    from sim.robot import load_robot
+
+    return PlanLimits.from_command_limits(load_robot(robot).command_limits, max_duration_s)
 
 
 class InstructionNode(Node):
@@ -46,7 +55,9 @@ class InstructionNode(Node):
         )
         self.declare_parameter("constrained", True, describe("grammar-constrained decoding (plans always parse)"))
         get = self.get_parameter
-        self.limits = limits_for(get("robot").value, get("artifact").value or None, float(get("max_duration_s").value))
+        self.limits = _plan_limits(
+            str(get("robot").value), str(get("artifact").value), float(get("max_duration_s").value)
+        )
         model, backend = str(get("model").value), str(get("backend").value)
         if not model:
             raise ValueError("parameter 'model' (instruction model directory) is required")
@@ -162,7 +173,7 @@ def main(args: list[str] | None = None) -> None:
     rclpy.init(args=args)
     try:
         node = InstructionNode()
-    except (ValueError, OSError, ArtifactError, UserError) as e:  # bad parameter, model or artifact: one line
+    except (ValueError, OSError, UserFixableError) as e:  # bad parameter, model or artifact: one line
         rclpy.logging.get_logger("instruction_node").error(f"cannot start: {e}")
         rclpy.try_shutdown()
         sys.exit(2)

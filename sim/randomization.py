@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.errors import SimError
+
 
 @dataclass(frozen=True)
 class RandomizationConfig:
@@ -29,17 +31,17 @@ class RandomizationConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(raw) - known)
         if unknown:
-            raise ValueError(f"{source}: unknown randomization key(s) {', '.join(unknown)}")
+            raise SimError(f"{source}: unknown randomization key(s) {', '.join(unknown)}")
         for key, value in raw.items():
             default = getattr(cls, key)
             if isinstance(default, tuple):
                 lo, hi = (float(v) for v in value)
                 if lo > hi or not np.isfinite([lo, hi]).all():
-                    raise ValueError(f"{source}: {key} must be a finite [low, high] with low <= high, got {value!r}")
+                    raise SimError(f"{source}: {key} must be a finite [low, high] with low <= high, got {value!r}")
                 raw[key] = (lo, hi)
         cfg = cls(**raw)
         if cfg.friction[0] <= 0 or cfg.motor_strength[0] <= 0 or cfg.latency_s[0] < 0:
-            raise ValueError(f"{source}: friction and motor_strength must be positive and latency_s non-negative")
+            raise SimError(f"{source}: friction and motor_strength must be positive and latency_s non-negative")
         return cfg
 
     def nominal(self) -> RandomizationConfig:
@@ -98,12 +100,12 @@ def fixed_params(values: dict, sim_dt: float, num_envs: int = 1) -> PhysicsParam
     {friction: 0.5, payload_kg: 3.0, latency_s: 0.02}."""
     unknown = sorted(set(values) - set(FIELD_KEYS))
     if unknown:
-        raise ValueError(f"unknown twin parameter(s) {', '.join(unknown)}; known: {', '.join(FIELD_KEYS)}")
+        raise SimError(f"unknown twin parameter(s) {', '.join(unknown)}; known: {', '.join(FIELD_KEYS)}")
     params = PhysicsParams.nominal(num_envs)
     for key, value in values.items():
         value = float(value)
         if not np.isfinite(value) or (key != "payload_kg" and value < 0):
-            raise ValueError(f"twin parameter {key} must be finite and non-negative, got {value}")
+            raise SimError(f"twin parameter {key} must be finite and non-negative, got {value}")
         if key == "latency_s":
             params.latency_steps[:] = int(round(value / sim_dt))
         else:

@@ -7,7 +7,6 @@ is copied by hand between training, validation and deployment.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,19 +15,14 @@ import numpy as np
 import yaml
 
 from edge.observation import DEFAULT_TERMS, obs_term
+from edge.resources import config_path
+from sim.errors import RobotConfigError
 from sim.randomization import RandomizationConfig
 
 ASSET_DIR = Path(__file__).resolve().parent / "assets"
 # A source checkout keeps the YAMLs in config/robots; a colcon install puts them in share/edge/config/robots.
-ROBOT_CONFIG_DIRS = (
-    Path(__file__).resolve().parent.parent / "config" / "robots",
-    Path(sys.prefix) / "share" / "edge" / "config" / "robots",
-)
+ROBOT_CONFIG_DIRS = (config_path("robots"),)
 CONTROL_MODES = ("position", "velocity", "torque")
-
-
-class RobotConfigError(ValueError):
-    """A robot YAML or MJCF that cannot give a working twin; the message names the problem."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 The rover policy is a differential-drive controller written as one linear layer (feedforward from the command
 plus proportional feedback on the measured velocity), saved as a real artifact: policy.onnx built with
-onnx.helper (no torch import: seconds saved per test module) and the manifest edge.export would write.
+onnx.helper (no torch import: seconds saved per test module) and the manifest training.export would write.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 simulated-operator preferences, reward model, two RL iterations with vLLM, held-out evaluation), made once and
 kept on disk (pytest's own cache is off here).
 
-The run directory is named by a hash of training/rlhf (less its user-interface modules) and config/rlhf, so a
-change to either makes a new run; an unchanged tree resumes the finished run (every stage skipped) in well under
-a second. A cold run takes about
-1.5 minutes on 2 idle cores. EDGE_TEST_CACHE moves the cache (default: the system temporary directory).
+The run directory is named by a hash of training/rlhf (less its user-interface modules), edge/instruct and
+config/rlhf, so a change to any makes a new run; an unchanged tree resumes the finished run (every stage skipped)
+in well under a second. A cold run takes about 1.5 minutes on 2 idle cores. EDGE_TEST_CACHE moves the cache
+(default: the system temporary directory).
 The vLLM engine the run starts stays in the process (training.rlhf.engine.shared_engine) for the vLLM tests.
 """
 
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = (ROOT / "training" / "rlhf", ROOT / "config" / "rlhf")
+SOURCES = (ROOT / "training" / "rlhf", ROOT / "edge" / "instruct", ROOT / "config" / "rlhf")
 NOT_IN_ARTIFACTS = {"cli.py", "report.py", "pref_page.py", "plot.py"}  # user interface only
 
 
@@ -40,7 +40,7 @@ def cache_root() -> Path:
 @functools.cache
 def minimal_run() -> dict:
     """run_pipeline's result for the minimal budget: {model_dir, sft_dir, reward_dir, intent_accuracy, ...}."""
-    from training.rlhf.pipeline import run_pipeline
+    from sim2real.rlhf_pipeline import run_pipeline
 
     root = cache_root()
     out = root / f"minimal-{source_digest()}"

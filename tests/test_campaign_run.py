@@ -15,7 +15,7 @@ from edge.validation import UnvalidatedArtifactError, require_validated
 from sim.campaign.config import load_campaign
 from sim.campaign.results import RESULTS_FILE
 from sim.campaign.runner import REPORT_FILE, SUMMARY_FILE, run_campaign
-from training import cli
+from sim2real import cli
 
 TINY = TINY_CAMPAIGN
 BAD_GAIN = -3.0  # feeds the measured velocity back with the wrong sign: runs away, saturates the wheels
@@ -63,7 +63,7 @@ def good_run(artifacts, tmp_path_factory, request):
 
 
 def validate(monkeypatch, *args) -> int:
-    monkeypatch.setitem(cli.SUBCOMMANDS, "validate", "training.validate_cmd")
+    monkeypatch.setitem(cli.SUBCOMMANDS, "validate", "sim2real.cli.validate")
     return cli.main(["validate", *map(str, args)])
 
 

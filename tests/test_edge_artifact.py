@@ -13,14 +13,14 @@ import torch
 
 from benchmarks.edge_policies import export_random_policy, random_actor
 from edge.errors import ArtifactError, BackendUnavailable, ObservationError
-from edge.export import export_policy
 from edge.fileio import atomic_write_bytes, sha256_file
 from edge.manifest import MANIFEST_FILE, ONNX_FILE, load_manifest, record_verdict
 from edge.observation import obs_term
 from edge.runtime import OnnxRuntimePolicy, load_policy
 from edge.tensorrt_runtime import TRT_NEEDS, tensorrt_unavailable_reason
-from edge.torch_runtime import TorchPolicy
 from sim.robot import build_model, load_robot
+from training.export import export_policy
+from training.torch_runtime import TorchPolicy
 
 ROBOTS = {"rover": (16, 2), "quadruped": (48, 12)}
 
@@ -236,7 +236,7 @@ def test_auto_backend_picks_onnxruntime_here_and_says_why(exported, caplog):
 
 def test_edge_runtime_imports_no_torch_ros_or_sim():
     code = (
-        "import sys, edge.runtime, edge.safety, edge.manifest, edge.export, edge.tensorrt_runtime, edge.torch_runtime;"
+        "import sys, edge.runtime, edge.safety, edge.manifest, edge.tensorrt_runtime, edge.instruct.planner;"
         "bad = {'torch', 'rclpy', 'sim', 'training', 'mujoco', 'tensorrt'} & set(sys.modules); print(sorted(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -32,7 +32,7 @@ def test_export_cli_round_trip(tmp_path):
     runner.learn()
     runner.close()
     out = subprocess.run(
-        [sys.executable, "-m", "training.cli", "export", str(tmp_path / "run"), "-o", str(tmp_path / "policy")],
+        [sys.executable, "-m", "sim2real", "export", str(tmp_path / "run"), "-o", str(tmp_path / "policy")],
         capture_output=True,
         text=True,
     )
@@ -48,6 +48,6 @@ def test_export_cli_round_trip(tmp_path):
 
 def test_export_of_a_missing_run_is_one_line(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "training.cli", "export", str(tmp_path / "nothing")], capture_output=True, text=True
+        [sys.executable, "-m", "sim2real", "export", str(tmp_path / "nothing")], capture_output=True, text=True
     )
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "does not exist" in out.stderr

@@ -13,13 +13,13 @@ import sys
 import time
 from pathlib import Path
 
-from training.loop.stages import STAGE_NAMES
+from sim2real.loop.stages import STAGE_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _loop(out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "training.cli", "loop", "--budget", "minimal", "--out", str(out), *extra]
+    return [sys.executable, "-m", "sim2real", "loop", "--budget", "minimal", "--out", str(out), *extra]
 
 
 def _state(out: Path) -> dict:

@@ -2,8 +2,8 @@
 
 import pytest
 
+from sim2real.cli import main
 from tests.field_logs import write_log
-from training.cli import main
 
 SCRIPT = [(1.0, 0.5, 0.0, 0.0)]
 

@@ -5,6 +5,7 @@ import pytest
 
 from sim.kpis import RobotLimits, episode_kpis
 from tests.field_logs import JOINTS, write_log
+from training.errors import TrainingError
 from training.retrain.ingest import command_issue_times, mcap_files, read_field_log
 
 SCRIPT = [(3.0, 0.5, 0.0, 0.0), (3.0, 0.0, 0.0, 0.8), (2.0, 0.3, 0.0, -0.5)]
@@ -54,7 +55,7 @@ def test_partial_segments_are_skipped(tmp_path):
     (tmp_path / ".partial" / "field_2").mkdir(parents=True)
     write_log(tmp_path / ".partial" / "field_2" / "field_2.mcap", SCRIPT)
     assert [p.name for p in mcap_files(tmp_path)] == ["field_1.mcap"]
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(TrainingError, match="no field log"):
         mcap_files(tmp_path / "missing")
 
 

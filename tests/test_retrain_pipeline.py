@@ -22,13 +22,13 @@ from sim.campaign.config import load_campaign
 from sim.campaign.rollout import robot_limits
 from sim.campaign.runner import run_campaign
 from sim.robot import load_robot
+from sim2real.cli import main
+from sim2real.retrain_pipeline import retrain
 from tests.field_logs import write_twin_log
-from training.cli import main
 from training.ppo.config import PPOConfig
 from training.ppo.launch import train
 from training.retrain.drift import field_kpis
 from training.retrain.ingest import read_field_log
-from training.retrain.pipeline import retrain
 from training.retrain.registry import Registry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,7 +171,7 @@ def test_watch_processes_each_log_exactly_once_across_a_crash(deployed, field_lo
     cmd = [
         sys.executable,
         "-m",
-        "training.cli",
+        "sim2real",
         "retrain",
         "--watch",
         str(watch_dir),

@@ -9,8 +9,8 @@ import pytest
 import uvicorn
 from playwright import sync_api as playwright
 
+from edge.instruct.plan import Segment, format_plan
 from training.rlhf.execution import TwinExecutor
-from training.rlhf.plan import Segment, format_plan
 from training.rlhf.pref_page import create_app
 from training.rlhf.prefs import _for_page
 from training.rlhf.prefs_store import PreferenceStore

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from edge.errors import UserError
+from sim2real.errors import UserError
+from sim2real.rlhf_pipeline import STAGES, run_pipeline
 from tests.rlhf_helpers import minimal_run
-from training.rlhf.pipeline import STAGES, run_pipeline
 
 KEYS = {
     "model_dir",

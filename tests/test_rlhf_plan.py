@@ -7,7 +7,19 @@ import re
 
 import pytest
 
-from edge.errors import UserError
+from edge.instruct.plan import (
+    PLAN_REGEX,
+    STOP,
+    PlanError,
+    Segment,
+    format_plan,
+    parse_plan,
+    plan_metrics,
+    plan_regex,
+)
+from edge.instruct.safety import PlanLimits, clamp_plan, is_stop, screen_instruction
+from edge.instruct.slots import fill_slots, slot_count, split_numbers, to_slots
+from training.errors import TrainingError
 from training.rlhf.corpus import (
     ARC,
     CONNECT,
@@ -36,18 +48,6 @@ from training.rlhf.corpus import (
 from training.rlhf.evaluate import load_eval_set
 from training.rlhf.grammar import PlanDFA
 from training.rlhf.intent import intent_score, passes
-from training.rlhf.plan import (
-    PLAN_REGEX,
-    STOP,
-    PlanError,
-    Segment,
-    format_plan,
-    parse_plan,
-    plan_metrics,
-    plan_regex,
-)
-from training.rlhf.safety import PlanLimits, clamp_plan, is_stop, screen_instruction
-from training.rlhf.slots import fill_slots, slot_count, split_numbers, to_slots
 
 LIMITS = PlanLimits()  # the rover's: vx [-1, 1], vy 0, wz [-1.5, 1.5], 30 s
 HELDOUT = "config/rlhf/heldout.jsonl"
@@ -347,7 +347,7 @@ def test_eval_set_format(tmp_path):
         ("not json", "line 1"),
     ]:
         bad.write_text(line + "\n")
-        with pytest.raises(UserError, match=message):
+        with pytest.raises(TrainingError, match=message):
             load_eval_set(bad)
     ok = tmp_path / "ok.jsonl"
     ok.write_text(json.dumps({"instruction": "turn left", "expect": {"angle_rad": [1.4, 1.7]}}) + "\n\n")

@@ -3,10 +3,10 @@ preferred plans above rejected ones on pairs it never saw."""
 
 import json
 
+from edge.instruct.plan import Segment, format_plan
 from tests.rlhf_helpers import prefs_db, reward_dir
 from training.rlhf.execution import TwinExecutor
 from training.rlhf.operator import SimulatedOperator
-from training.rlhf.plan import Segment, format_plan
 from training.rlhf.prefs_store import PreferenceStore
 from training.rlhf.reward_model import RewardScorer, ranking_accuracy, split_preferences
 

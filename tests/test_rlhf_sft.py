@@ -7,14 +7,14 @@ import json
 import pytest
 import torch
 
+from edge.instruct.plan import parse_plan
+from edge.instruct.prompt import build_prompt
+from edge.instruct.safety import PlanLimits, is_stop
+from sim2real.cli import rlhf as cli
 from tests.rlhf_helpers import reward_dir, sft_dir
-from training.rlhf import cli
 from training.rlhf.evaluate import corpus_items, evaluate, pass_at_k, summarize
 from training.rlhf.generation import HFGenerator
 from training.rlhf.model import load_model
-from training.rlhf.plan import parse_plan
-from training.rlhf.prompt import build_prompt
-from training.rlhf.safety import PlanLimits, is_stop
 
 LIMITS = PlanLimits()
 

@@ -4,11 +4,11 @@ restarting it, and the engine must then agree with the trainer."""
 
 import pytest
 
+from edge.instruct.plan import parse_plan
+from edge.instruct.prompt import build_prompt
 from tests.rlhf_helpers import reward_dir, sft_dir
 from training.rlhf.config import RLConfig
 from training.rlhf.generation import HFGenerator
-from training.rlhf.plan import parse_plan
-from training.rlhf.prompt import build_prompt
 from training.rlhf.rl import RLTrainer
 
 PROMPTS = [

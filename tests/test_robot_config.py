@@ -126,7 +126,7 @@ def test_unknown_robot_lists_the_known_ones():
 def test_cli_prints_one_line_without_traceback(tmp_path):
     path = write_user_robot(tmp_path, joints=["nope"] * 8)
     out = subprocess.run(
-        [sys.executable, "-m", "training.cli", "demo", "--robot", str(path), "--seconds", "0.1"],
+        [sys.executable, "-m", "sim2real", "demo", "--robot", str(path), "--seconds", "0.1"],
         capture_output=True,
         text=True,
     )
@@ -138,7 +138,7 @@ def test_cli_prints_one_line_without_traceback(tmp_path):
 def test_cli_demo_runs_a_user_robot(tmp_path):
     path = write_user_robot(tmp_path)
     out = subprocess.run(
-        [sys.executable, "-m", "training.cli", "demo", "--robot", str(path), "--envs", "4", "--seconds", "0.5"],
+        [sys.executable, "-m", "sim2real", "demo", "--robot", str(path), "--envs", "4", "--seconds", "0.5"],
         capture_output=True,
         text=True,
     )

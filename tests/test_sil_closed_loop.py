@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from edge.runtime import load_policy
-from ros_nodes.sil import command_at, load_commands, run_sil, tracking_kpis
 from sim.randomization import RandomizationConfig
 from sim.twin import BatchedTwin
+from sim2real.sil import command_at, load_commands, run_sil, tracking_kpis
 from tests.ros_helpers import ros_env
 from training.retrain.ingest import mcap_files, read_field_log
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from training import cli
+from sim2real import cli
 
 
 @pytest.mark.parametrize(

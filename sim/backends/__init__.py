@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from sim.backends.base import TwinBackend
+from sim.errors import SimError
 from sim.robot import RobotSpec
 
 BACKENDS = ("mujoco", "newton", "isaacsim")
+
+__all__ = ["BACKENDS", "TwinBackend", "make_backend"]
 
 
 def make_backend(name: str, spec: RobotSpec, num_envs: int, nthread: int | None = None) -> TwinBackend:
@@ -21,4 +24,4 @@ def make_backend(name: str, spec: RobotSpec, num_envs: int, nthread: int | None 
         from sim.backends.isaacsim_backend import IsaacSimBackend
 
         return IsaacSimBackend(spec, num_envs, nthread=nthread)
-    raise ValueError(f"unknown twin backend {name!r}; available: {', '.join(BACKENDS)}")
+    raise SimError(f"unknown twin backend {name!r}; available: {', '.join(BACKENDS)}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.backends.base import TwinBackend
+from sim.errors import SimError
 from sim.randomization import PhysicsParams
 from sim.robot import RobotSpec, build_model
 
@@ -125,7 +126,7 @@ class NewtonBackend(TwinBackend):
         labels = [lbl.rsplit("/", 1)[-1] for lbl in robot.joint_label]
         missing = [j for j in spec.joints if j not in labels]
         if missing:
-            raise ValueError(f"newton backend: joints {', '.join(missing)} not found in the imported MJCF")
+            raise SimError(f"newton backend: joints {', '.join(missing)} not found in the imported MJCF")
         q_start, qd_start = robot.joint_q_start, robot.joint_qd_start
         self._joint_q = np.array([q_start[labels.index(j)] for j in spec.joints])
         self._joint_qd = np.array([qd_start[labels.index(j)] for j in spec.joints])

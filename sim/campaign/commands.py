@@ -20,6 +20,7 @@ import re
 
 import numpy as np
 
+from sim.errors import CampaignError
 from sim.robot import CommandLimits
 
 # motion -> (command index, direction): the sign picks the limit (high for +1, low for -1)
@@ -46,7 +47,7 @@ def _parse(segment, src: str) -> tuple[float | None, object]:
         whole = _DURATION.match(" ".join(segment.lower().split()))
         motions = [_MOTION.match(m.strip()) for m in whole["motions"].split(" and ")]
         if not all(motions):
-            raise ValueError(
+            raise CampaignError(
                 f"{src}: cannot read instruction {segment!r}; expected e.g. 'forward at 0.5 for 2 s', "
                 f"'forward and turn left at 30% for 1 s', 'stop for 1 s' (motions: {', '.join(MOTIONS)})"
             )
@@ -58,17 +59,17 @@ def _parse(segment, src: str) -> tuple[float | None, object]:
             values = [np.nan]
         if np.all(np.isfinite(values)) and values[0] > 0:
             return values[0], np.asarray(values[1:])
-    raise ValueError(f"{src}: segment {segment!r} is neither an instruction nor [seconds > 0, vx, vy, wz]")
+    raise CampaignError(f"{src}: segment {segment!r} is neither an instruction nor [seconds > 0, vx, vy, wz]")
 
 
 def check_sequence(segments, src: str) -> None:
     """Raise ValueError (naming `src`) unless `segments` is a non-empty list of valid segments."""
     if not isinstance(segments, list) or not segments:
-        raise ValueError(f"{src}: a command sequence must be a non-empty list of segments")
+        raise CampaignError(f"{src}: a command sequence must be a non-empty list of segments")
     for i, seg in enumerate(segments):
         duration, _ = _parse(seg, f"{src}[{i}]")
         if duration is None and i != len(segments) - 1:
-            raise ValueError(f"{src}[{i}]: only the last segment may omit 'for SECONDS s'")
+            raise CampaignError(f"{src}[{i}]: only the last segment may omit 'for SECONDS s'")
 
 
 def _command(motions: list[re.Match], limits: CommandLimits) -> np.ndarray:

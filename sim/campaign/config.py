@@ -7,19 +7,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from edge.resources import config_path
+from sim.errors import CampaignError
 from sim.kpis import KPI_NAMES
 
-CAMPAIGN_DIRS = (
-    Path(__file__).resolve().parents[2] / "config" / "campaigns",
-    Path(sys.prefix) / "share" / "edge" / "config" / "campaigns",
-)
+CAMPAIGN_DIRS = (config_path("campaigns"),)
 BACKENDS = ("mujoco", "newton", "isaacsim")
 
 # axis -> (nominal value, check, what it means). Physical axes vary per env inside one twin; obs_noise and
@@ -37,10 +35,6 @@ AXES = {
 TWIN_AXES = ("obs_noise", "push_velocity")
 COMMAND_AXIS = "commands"  # values are names of command sequences
 DEFAULT_COMMANDS = {"forward": ["forward"]}  # half the robot's vx limit for the whole episode
-
-
-class CampaignError(ValueError):
-    """A campaign YAML that cannot give a working campaign; the message names the key."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
     run_dir = train(PPOConfig.for_robot("rover"))
 
 Files with one job each: config, runner (one process's loop), checkpoint, twin_state, evaluate, monitor,
-ray_train (several workers), sweep (Ray Tune), export_hook (to edge.export), launch (train(): the entry point).
+ray_train (several workers), sweep (Ray Tune), export_hook (to training.export), launch (train(): the entry point).
 """
 
 from training.ppo.config import PPOConfig

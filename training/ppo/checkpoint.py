@@ -12,12 +12,10 @@ from pathlib import Path
 
 import torch
 
+from training.errors import CheckpointError
+
 FORMAT_VERSION = 1
 _NAME = re.compile(r"model_(\d+)\.pt$")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that is missing, unreadable or from another format; the message names the file."""
 
 
 def checkpoint_path(run_dir: Path, iteration: int) -> Path:

@@ -13,14 +13,12 @@ from pathlib import Path
 import yaml
 
 from edge.fileio import read_yaml_mapping
+from edge.resources import config_path
 from sim.randomization import RandomizationConfig
+from training.errors import ConfigError
 
-PPO_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config" / "ppo"
+PPO_CONFIG_DIR = config_path("ppo")
 THRESHOLD_KEYS = ("vx", "vy", "wz", "falls")
-
-
-class ConfigError(ValueError):
-    """A PPO config that cannot give a working run; the message names the key."""
 
 
 @dataclass
@@ -76,7 +74,7 @@ class PPOConfig:
     device: str = "cpu"  # "cuda" puts the policy on the GPU (and nccl between workers)
     nthread: int | None = None  # physics threads per worker; None: the CPUs the worker owns
     torch_threads: int = 1  # more only pays for big networks: idle torch threads spin and slow the physics threads
-    export: bool = True  # export the policy artifact at the end when edge.export is available
+    export: bool = True  # export the policy artifact at the end when training.export is available
 
     def __post_init__(self) -> None:
         # YAML reads 1e-3 as a string (YAML 1.1 wants 1.0e-3): coerce the float fields

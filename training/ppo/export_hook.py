@@ -1,6 +1,6 @@
 """Where training hands its result to deployment: the run's last checkpoint becomes the policy/ artifact.
 
-The export itself (ONNX with the normaliser baked in, manifest) is edge.export's; this picks the checkpoint, the
+The export itself (ONNX with the normaliser baked in, manifest) is training.export's; this picks the checkpoint, the
 robot and the limits the policy was trained with. `load_actor` rebuilds a checkpoint's actor on its own.
 """
 
@@ -25,7 +25,7 @@ POLICY_DIR = "policy"
 def export_run(run_dir: Path, out: Path | None = None) -> Path:
     """Export the run's latest checkpoint (policy.onnx + manifest.json) to `out`, by default <run_dir>/policy/;
     returns the artifact directory."""
-    from edge.export import export_policy
+    from training.export import export_policy
 
     run_dir = Path(run_dir)
     state = load_checkpoint(checkpoint_in(run_dir))

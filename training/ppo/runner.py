@@ -24,6 +24,7 @@ from tensordict import TensorDict
 
 from sim.robot import load_robot
 from sim.twin import BatchedTwin
+from training.errors import TrainingDiverged
 from training.ppo.checkpoint import checkpoint_in, checkpoint_path, load_checkpoint, save_checkpoint
 from training.ppo.config import ConfigError, PPOConfig
 from training.ppo.evaluate import EvalResult, TrackingEvaluator
@@ -37,10 +38,6 @@ STOP_REASONS = (None, "threshold", "time_limit")  # rank 0 broadcasts the index
 
 # called on every rank after each checkpoint: (path on rank 0 or None elsewhere, metrics)
 CheckpointHook = Callable[[Path | None, dict], None]
-
-
-class TrainingDiverged(RuntimeError):
-    """A non-finite loss or parameter: the run stops and keeps its last good checkpoint."""
 
 
 def check_resumable(state: dict, cfg: PPOConfig, path: Path) -> None:

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import yaml
 
+from edge.resources import config_path
 from sim.randomization import FIELD_KEYS, RandomizationConfig
+from training.errors import ConfigError
 from training.retrain.sysid import SysIdConfig
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "config" / "retrain"
+CONFIG_DIR = config_path("retrain")
 DEFAULT_CONFIG = CONFIG_DIR / "retrain.yaml"
 
 
@@ -47,10 +49,10 @@ class RetrainConfig:
         raw = yaml.safe_load(Path(path).read_text()) or {}
         unknown = sorted(set(raw) - {"sysid", "centre", "promotion", "budgets"})
         if unknown:
-            raise ValueError(f"{path}: unknown key(s) {', '.join(unknown)}")
+            raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
         for name, rule in (raw.get("centre") or {}).items():
             if name not in FIELD_KEYS or not isinstance(rule, dict) or set(rule) - {"relative", "absolute"}:
-                raise ValueError(f"{path}: centre.{name} must be a twin parameter with relative or absolute spread")
+                raise ConfigError(f"{path}: centre.{name} must be a twin parameter with relative or absolute spread")
         promotion = raw.get("promotion") or {}
         try:
             rule = PromotionRule(
@@ -60,7 +62,7 @@ class RetrainConfig:
                 float(promotion.get("min_abs", PromotionRule.min_abs)),
             )
         except (TypeError, ValueError):
-            raise ValueError(f"{path}: promotion takes kpis (a list), tolerance, per_kpi and min_abs") from None
+            raise ConfigError(f"{path}: promotion takes kpis (a list), tolerance, per_kpi and min_abs") from None
         return cls(raw.get("sysid") or {}, raw.get("centre") or {}, rule, raw.get("budgets") or {})
 
     def budget(self, name_or_path: str | Path) -> Budget:
@@ -71,7 +73,7 @@ class RetrainConfig:
         elif path.suffix in (".yaml", ".yml") and path.is_file():
             raw, name = yaml.safe_load(path.read_text()) or {}, path.stem
         else:
-            raise ValueError(
+            raise ConfigError(
                 f"unknown retraining budget {name_or_path!r}; choose one of "
                 f"{', '.join(self.budgets)} or give a budget YAML file"
             )
@@ -79,7 +81,7 @@ class RetrainConfig:
             set(raw.get("sysid") or {}) - {"windows", "window_s", "population", "generations", "runs"}
         )
         if unknown:
-            raise ValueError(f"budget {name}: unknown key(s) {', '.join(unknown)}")
+            raise ConfigError(f"budget {name}: unknown key(s) {', '.join(unknown)}")
         sysid = raw.get("sysid") or {}
         try:
             return Budget(
@@ -93,7 +95,7 @@ class RetrainConfig:
                 str(raw.get("campaign", "quick")),
             )
         except (TypeError, ValueError):
-            raise ValueError(f"budget {name}: sysid sizes must be numbers") from None
+            raise ConfigError(f"budget {name}: sysid sizes must be numbers") from None
 
     def sysid_config(self, robot: str, budget: Budget, seed: int = 0) -> SysIdConfig:
         entry = self.sysid.get(robot, self.sysid.get("default", {}))

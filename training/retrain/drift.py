@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from edge.resources import config_path
 from sim.kpis import KPI_UNITS, RobotLimits, episode_kpis
+from training.errors import ConfigError
 from training.retrain.ingest import FieldLog
 
-DEFAULT_TRIGGER = Path(__file__).resolve().parents[2] / "config" / "retrain" / "trigger.yaml"
+DEFAULT_TRIGGER = config_path("retrain", "trigger.yaml")
 LABELS = {"tracking_error_lin": "tracking error", "tracking_error_ang": "yaw-rate error", "falls": "falls"}
 
 
@@ -32,11 +34,11 @@ class TriggerPolicy:
         raw = yaml.safe_load(Path(path).read_text()) or {}
         unknown = sorted(set(raw.get("kpis", {})) - set(KPI_UNITS))
         if unknown:
-            raise ValueError(f"{path}: unknown KPI(s) {', '.join(unknown)}; known: {', '.join(KPI_UNITS)}")
+            raise ConfigError(f"{path}: unknown KPI(s) {', '.join(unknown)}; known: {', '.join(KPI_UNITS)}")
         try:
             rules = {k: KpiRule(**v) for k, v in raw.get("kpis", {}).items()}
         except TypeError as e:
-            raise ValueError(f"{path}: each KPI takes ratio and min_abs ({e})") from None
+            raise ConfigError(f"{path}: each KPI takes ratio and min_abs ({e})") from None
         return cls(rules, int(raw.get("min_episodes", 3)))
 
 

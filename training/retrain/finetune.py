@@ -8,8 +8,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from edge.errors import UserError
 from edge.manifest import Manifest
+from training.errors import TrainingError
 from training.ppo.checkpoint import latest_checkpoint
 from training.ppo.config import PPOConfig
 from training.retrain.sysid import NOMINAL
@@ -31,7 +31,7 @@ def training_run_dir(
         if info.is_file() and json.loads(info.read_text()).get("run_id") not in (None, manifest.training_run_id):
             continue  # checkpoints of another run
         return run
-    raise UserError(
+    raise TrainingError(
         f"cannot find the training run of {artifact_dir} (training_run_id "
         f"{manifest.training_run_id!r}): looked in {', '.join(str(c) for c in candidates)}; "
         "fine-tuning starts from its checkpoints"

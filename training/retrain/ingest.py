@@ -18,6 +18,7 @@ from mcap_ros2.decoder import DecoderFactory
 
 from edge.observation import projected_gravity
 from sim.kpis import Trajectory
+from training.errors import TrainingError
 
 TOPICS = ("/cmd_vel", "/odom", "/imu/data", "/joint_states", "/joint_commands")
 
@@ -70,7 +71,7 @@ def mcap_files(path: str | Path) -> list[Path]:
     if p.is_file():
         return [p]
     if not p.is_dir():
-        raise FileNotFoundError(f"no field log at {p}")
+        raise TrainingError(f"no field log at {p}")
     return sorted(f for f in p.rglob("*.mcap") if ".partial" not in f.parts)
 
 

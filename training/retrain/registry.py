@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from training.errors import TrainingError
+
 DEFAULT_REGISTRY = Path("runs") / "registry.sqlite"
 
 SCHEMA = """
@@ -257,7 +259,7 @@ class Registry:
     def artifact(self, sha256_or_prefix: str) -> dict | None:
         rows = self.db.execute("SELECT * FROM artifacts WHERE sha256 LIKE ?", (sha256_or_prefix + "%",)).fetchall()
         if len(rows) > 1:
-            raise ValueError(f"artifact prefix {sha256_or_prefix!r} matches {len(rows)} artifacts; give more digits")
+            raise TrainingError(f"artifact prefix {sha256_or_prefix!r} matches {len(rows)} artifacts; give more digits")
         return dict(rows[0]) if rows else None
 
     def retrain(self, retrain_id: int) -> dict:

@@ -13,6 +13,7 @@ from edge.observation import rotate_world_to_base
 from sim.randomization import FIELD_KEYS, RandomizationConfig, fixed_params
 from sim.robot import RobotSpec
 from sim.twin import BatchedTwin
+from training.errors import ConfigError
 from training.retrain.ingest import FieldLog
 
 NOMINAL = {
@@ -45,11 +46,11 @@ class SysIdConfig:
     def __post_init__(self) -> None:
         unknown = sorted(set(self.params) - set(FIELD_KEYS))
         if unknown:
-            raise ValueError(f"cannot identify {', '.join(unknown)}; identifiable: {', '.join(FIELD_KEYS)}")
+            raise ConfigError(f"cannot identify {', '.join(unknown)}; identifiable: {', '.join(FIELD_KEYS)}")
         self.bounds = {**DEFAULT_BOUNDS, **{k: (float(lo), float(hi)) for k, (lo, hi) in self.bounds.items()}}
         bad = [p for p in self.params if not self.bounds[p][0] < self.bounds[p][1]]
         if bad:
-            raise ValueError(f"sysid bounds of {', '.join(bad)} must be [low, high] with low < high")
+            raise ConfigError(f"sysid bounds of {', '.join(bad)} must be [low, high] with low < high")
 
 
 @dataclass

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from edge.errors import UserError
 from edge.fileio import read_yaml_mapping
+from edge.resources import config_path
+from training.errors import TrainingError
 from training.rlhf.model import ModelConfig
 
-RLHF_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config" / "rlhf"
+RLHF_CONFIG_DIR = config_path("rlhf")
 
 
 @dataclass
@@ -93,15 +94,15 @@ def load_config(cls: type[C], path: str | Path | None = None, **overrides) -> C:
     """`cls` defaults, then the YAML file's values, then non-None overrides (command-line flags)."""
     values: dict = {}
     if path is not None:
-        values = read_yaml_mapping(path, UserError, "config file", "expected a mapping at the top level")
+        values = read_yaml_mapping(path, TrainingError, "config file", "expected a mapping at the top level")
     values.update({k: v for k, v in overrides.items() if v is not None})
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise UserError(f"{cls.__name__}: unknown key(s) {', '.join(unknown)}")
+        raise TrainingError(f"{cls.__name__}: unknown key(s) {', '.join(unknown)}")
     if "model" in values and isinstance(values["model"], dict):
         try:
             values["model"] = ModelConfig(**values["model"])
         except TypeError as e:
-            raise UserError(f"{cls.__name__}.model: {e}") from None
+            raise TrainingError(f"{cls.__name__}.model: {e}") from None
     return cls(**values)

@@ -21,10 +21,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from edge.instruct.plan import MAX_SEGMENTS, STOP, Plan, Segment, plan_metrics
+from edge.instruct.prompt import state_summary
+from edge.instruct.safety import MAX_INSTRUCTION_CHARS, PlanLimits, clamp_plan
 from training.rlhf.intent import Expect, around
-from training.rlhf.plan import MAX_SEGMENTS, STOP, Plan, Segment, plan_metrics
-from training.rlhf.prompt import state_summary
-from training.rlhf.safety import MAX_INSTRUCTION_CHARS, PlanLimits, clamp_plan
 
 POOLS = ("sft", "rl", "all")
 SPEED, SLOW_SPEED, TURN_RATE, SLOW_TURN_RATE, ARC_SPEED, ARC_RATE = 1.0, 0.5, 1.0, 0.5, 0.5, 0.5

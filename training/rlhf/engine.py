@@ -18,9 +18,9 @@ import json
 import os
 from pathlib import Path
 
-from training.rlhf.generation import MAX_NEW_TOKENS, Completion
-from training.rlhf.plan import plan_regex
-from training.rlhf.slots import slot_count, uses_number_slots
+from edge.instruct.generator import MAX_NEW_TOKENS, Completion
+from edge.instruct.plan import plan_regex
+from edge.instruct.slots import slot_count, uses_number_slots
 
 
 def _cuda() -> bool:

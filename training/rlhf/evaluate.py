@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge.errors import UserError
+from edge.instruct.generator import Generator
+from edge.instruct.plan import format_plan, plan_metrics
+from edge.instruct.planner import InstructionPlanner, Planned
+from edge.instruct.safety import PlanLimits
+from training.errors import TrainingError
 from training.rlhf.corpus import CorpusGenerator
-from training.rlhf.generation import Generator
 from training.rlhf.intent import Expect, check_expect, passes
-from training.rlhf.plan import format_plan, plan_metrics
-from training.rlhf.planner import InstructionPlanner, Planned
-from training.rlhf.safety import PlanLimits
 
 
 @dataclass
@@ -39,7 +39,7 @@ class ItemResult:
 def load_eval_set(path: str | Path) -> list[EvalItem]:
     p = Path(path)
     if not p.is_file():
-        raise UserError(f"eval set {p} does not exist")
+        raise TrainingError(f"eval set {p} does not exist")
     items = []
     for n, line in enumerate(p.read_text().splitlines(), 1):
         if not line.strip():
@@ -50,9 +50,9 @@ def load_eval_set(path: str | Path) -> list[EvalItem]:
                 raise ValueError('needs "instruction" (a string)')
             items.append(EvalItem(row["instruction"], check_expect(row.get("expect")), row.get("state")))
         except (json.JSONDecodeError, ValueError) as e:
-            raise UserError(f"{p}:{n}: {e}") from None
+            raise TrainingError(f"{p}:{n}: {e}") from None
     if not items:
-        raise UserError(f"eval set {p} is empty")
+        raise TrainingError(f"eval set {p} is empty")
     return items
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.errors import UserError
-from training.rlhf.plan import Plan, format_plan
+from edge.instruct.plan import Plan, format_plan
+from training.errors import TrainingError
 
 
 @dataclass
@@ -31,7 +31,7 @@ class TwinExecutor:
 
         spec = load_robot(robot)
         if spec.control_mode != "velocity" or spec.num_actions != 2:
-            raise UserError(
+            raise TrainingError(
                 f"plans run on the twin through the hand-written wheel controller; {spec.name} has none "
                 "(a differential-drive robot such as the rover is needed until a trained policy exists)"
             )

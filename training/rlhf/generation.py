@@ -4,34 +4,12 @@ backend, the benchmark's baseline). engine.VLLMEngine has the same `generate` si
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
-
 import torch
 
+from edge.instruct.generator import MAX_NEW_TOKENS, Completion, Generator
+from edge.instruct.slots import slot_count, uses_number_slots
+from training.errors import ConfigError
 from training.rlhf.grammar import PlanConstraint, PlanDFA, TokenGrammar
-from training.rlhf.slots import slot_count, uses_number_slots
-
-MAX_NEW_TOKENS = 192  # a 4-segment plan is ~100 tokens with the project's tokenizer
-
-
-@dataclass
-class Completion:
-    text: str
-    token_ids: list[int]
-
-
-class Generator(Protocol):
-    def generate(
-        self,
-        prompts: list[str],
-        n: int = 1,
-        temperature: float = 0.0,
-        max_new_tokens: int = MAX_NEW_TOKENS,
-        constrained: bool = True,
-        seed: int | None = None,
-        ignore_eos: bool = False,
-    ) -> list[list[Completion]]: ...
 
 
 class HFGenerator:
@@ -105,7 +83,7 @@ def load_generator(model_dir: str, backend: str = "transformers") -> Generator:
 
         return VLLMEngine(model_dir)
     if backend != "transformers":
-        raise ValueError(f"backend must be transformers or vllm, got {backend!r}")
+        raise ConfigError(f"backend must be transformers or vllm, got {backend!r}")
     from training.rlhf.model import load_model
 
     return HFGenerator(*load_model(model_dir))

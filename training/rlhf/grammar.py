@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from transformers import LogitsProcessor
 
-from training.rlhf.plan import MAX_SEGMENTS
+from edge.instruct.plan import MAX_SEGMENTS
 
 DIGITS = "0123456789"
 FIELD_LITERALS = ('{"vx":', ',"vy":', ',"wz":', ',"duration_s":')

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from training.rlhf.plan import METRICS
+from edge.instruct.plan import METRICS
 
 Expect = dict[str, tuple[float, float]]
 # the smallest width a miss is measured in, so a tight range does not make a near miss count as a huge one

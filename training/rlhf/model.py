@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from training.rlhf.slots import SLOT_TOKENS
+from edge.instruct.slots import SLOT_TOKENS
+from training.errors import ConfigError
 
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 # the plan grammar's fixed pieces as single tokens: a segment is then 4 of these and 16 digit/point/sign tokens
@@ -61,7 +62,7 @@ def new_model(tokenizer, config: ModelConfig, seed: int = 0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     if config.hidden_size % config.num_heads or config.hidden_size // config.num_heads not in (32, 64, 128):
-        raise ValueError("hidden_size / num_heads must be 32, 64 or 128 (vLLM's CPU attention head sizes)")
+        raise ConfigError("hidden_size / num_heads must be 32, 64 or 128 (vLLM's CPU attention head sizes)")
     cfg = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=config.hidden_size,
@@ -85,11 +86,11 @@ def load_model(model_dir: str | Path, kind: str = "causal"):
     """(model, tokenizer) from a local directory; kind "causal" or "reward" (sequence classification, 1 label)."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
-    from edge.errors import UserError
+    from training.errors import TrainingError
 
     path = Path(model_dir)
     if not (path / "config.json").is_file():
-        raise UserError(f"{path} is not a model directory (no config.json)")
+        raise TrainingError(f"{path} is not a model directory (no config.json)")
     tokenizer = AutoTokenizer.from_pretrained(path)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

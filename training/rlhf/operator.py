@@ -14,9 +14,9 @@ import math
 import random
 from collections.abc import Sequence
 
+from edge.instruct.plan import Plan
 from training.rlhf.execution import Execution, TwinExecutor
 from training.rlhf.intent import EXECUTION_SLACK, Expect, intent_score
-from training.rlhf.plan import Plan
 
 
 class SimulatedOperator:

@@ -18,7 +18,7 @@ from fastapi import FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 
-from training.rlhf.plan import FIELDS, PlanError, parse_plan
+from edge.instruct.plan import FIELDS, PlanError, parse_plan
 from training.rlhf.plot import trajectory_svg
 from training.rlhf.prefs_store import Pair, PreferenceStore
 

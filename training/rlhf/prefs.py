@@ -12,15 +12,15 @@ from collections.abc import Callable
 
 import numpy as np
 
+from edge.instruct.planner import InstructionPlanner
 from training.rlhf.config import PrefsConfig
 from training.rlhf.corpus import CorpusGenerator
 from training.rlhf.execution import Execution, TwinExecutor
 from training.rlhf.generation import HFGenerator
+from training.rlhf.limits import limits_for
 from training.rlhf.model import load_model
 from training.rlhf.operator import SimulatedOperator, score_execution
-from training.rlhf.planner import InstructionPlanner
 from training.rlhf.prefs_store import PreferenceStore
-from training.rlhf.safety import limits_for
 
 PLOT_POINTS = 120  # trajectory points stored per plan for the page's plot
 

@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge.errors import UserError
+from edge.instruct.plan import PlanError, format_plan, plan_from_dicts
+from edge.instruct.prompt import state_summary
+from training.errors import TrainingError
 from training.rlhf.intent import Expect
-from training.rlhf.plan import PlanError, format_plan, plan_from_dicts
-from training.rlhf.prompt import state_summary
 
 SOURCES = ("human", "simulated", "field")
 _SCHEMA = """
@@ -157,7 +157,7 @@ class PreferenceStore:
         groups: dict[tuple[str, str], list[tuple[int, str, str]]] = {}
         p = Path(path)
         if not p.is_file():
-            raise UserError(f"ratings file {p} does not exist")
+            raise TrainingError(f"ratings file {p} does not exist")
         for n, line in enumerate(p.read_text().splitlines(), 1):
             if not line.strip():
                 continue
@@ -170,7 +170,7 @@ class PreferenceStore:
                     raise ValueError("instruction must be a string")
                 plan = format_plan(plan_from_dicts(row["plan"]))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError, PlanError) as e:
-                raise UserError(f"{p}:{n}: {e.__class__.__name__}: {e}") from None
+                raise TrainingError(f"{p}:{n}: {e.__class__.__name__}: {e}") from None
             key = (row["instruction"], str(row.get("state") or state_summary()))
             groups.setdefault(key, []).append((rating, plan, str(row.get("rater") or rater)))
         added = 0

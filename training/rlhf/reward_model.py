@@ -27,14 +27,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from edge.errors import UserError
+from edge.instruct.plan import PlanError, parse_plan, plan_metrics
+from edge.instruct.prompt import ModelInput, model_input
+from edge.instruct.safety import clean_instruction
+from edge.instruct.slots import fill_slots, slot_spans, to_slots, uses_number_slots
+from training.errors import TrainingError
 from training.rlhf.config import RewardConfig
 from training.rlhf.model import load_model
-from training.rlhf.plan import PlanError, parse_plan, plan_metrics
 from training.rlhf.prefs_store import Preference, PreferenceStore
-from training.rlhf.prompt import ModelInput, model_input
-from training.rlhf.safety import clean_instruction
-from training.rlhf.slots import fill_slots, slot_spans, to_slots, uses_number_slots
 from training.rlhf.tokens import completion_logprobs, encode_completion
 
 REFERENCE = "reference"
@@ -53,7 +53,7 @@ class RewardScorer:
     def load(cls, model_dir: str | Path) -> RewardScorer:
         path = Path(model_dir)
         if not (path / INFO).is_file() or not (path / REFERENCE / "config.json").is_file():
-            raise UserError(f"{path} is not a reward model directory (no {INFO} or {REFERENCE}/)")
+            raise TrainingError(f"{path} is not a reward model directory (no {INFO} or {REFERENCE}/)")
         model, tokenizer = load_model(path)
         reference, _ = load_model(path / REFERENCE)
         beta = float(json.loads((path / INFO).read_text())["config"]["beta"])
@@ -157,7 +157,7 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, float], None] | N
     start = time.perf_counter()
     prefs = PreferenceStore(config.db).preferences()
     if len(prefs) < 10:
-        raise UserError(f"{config.db} holds {len(prefs)} preferences; the reward model needs at least 10")
+        raise TrainingError(f"{config.db} holds {len(prefs)} preferences; the reward model needs at least 10")
     train, test = split_preferences(prefs, config.holdout, config.seed)
 
     torch.manual_seed(config.seed)

@@ -22,17 +22,20 @@ from pathlib import Path
 
 import torch
 
+from edge.instruct.generator import MAX_NEW_TOKENS
+from edge.instruct.plan import STOP, PlanError, parse_plan
+from edge.instruct.prompt import model_input
+from edge.instruct.safety import clamp_plan, screen_instruction
+from edge.instruct.slots import fill_slots, uses_number_slots
+from training.errors import ConfigError
 from training.rlhf.config import RLConfig
 from training.rlhf.corpus import CorpusGenerator
 from training.rlhf.execution import TwinExecutor
-from training.rlhf.generation import MAX_NEW_TOKENS, HFGenerator
+from training.rlhf.generation import HFGenerator
+from training.rlhf.limits import limits_for
 from training.rlhf.model import load_model
 from training.rlhf.operator import score_execution
-from training.rlhf.plan import STOP, PlanError, parse_plan
-from training.rlhf.prompt import model_input
 from training.rlhf.reward_model import RewardScorer
-from training.rlhf.safety import clamp_plan, limits_for, screen_instruction
-from training.rlhf.slots import fill_slots, uses_number_slots
 from training.rlhf.tokens import completion_logprobs
 
 MICRO_BATCH = 64  # sequences per forward/backward (gradients accumulate over the batch)
@@ -65,7 +68,7 @@ class RLTrainer:
         if c.engine == "transformers":
             return HFGenerator(self.policy, self.tokenizer)
         if c.engine != "vllm":
-            raise ValueError(f"engine must be vllm or transformers, got {c.engine!r}")
+            raise ConfigError(f"engine must be vllm or transformers, got {c.engine!r}")
         from training.rlhf.engine import RayVLLMEngines, shared_engine
 
         if c.ray_engines > 0:

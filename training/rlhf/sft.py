@@ -17,13 +17,15 @@ from pathlib import Path
 
 import torch
 
+from edge.instruct.plan import format_plan
+from edge.instruct.prompt import model_input
+from edge.instruct.safety import clean_instruction
+from edge.instruct.slots import to_slots
+from training.errors import ConfigError
 from training.rlhf.config import SFTConfig
 from training.rlhf.corpus import CorpusGenerator
+from training.rlhf.limits import limits_for
 from training.rlhf.model import new_model, train_tokenizer
-from training.rlhf.plan import format_plan
-from training.rlhf.prompt import model_input
-from training.rlhf.safety import clean_instruction, limits_for
-from training.rlhf.slots import to_slots
 from training.rlhf.tokens import encode_completion, pad_right
 
 
@@ -52,7 +54,7 @@ def train_sft(config: SFTConfig, on_step: Callable[[int, float], None] | None = 
         data.append((p + c, [-100] * len(p) + c))
     too_long = max(len(ids) for ids, _ in data)
     if too_long > config.model.max_positions:
-        raise ValueError(f"an example has {too_long} tokens, more than model.max_positions")
+        raise ConfigError(f"an example has {too_long} tokens, more than model.max_positions")
 
     optim = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: _lr_factor(s, config.warmup_steps, config.steps))

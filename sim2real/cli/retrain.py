@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from sim2real.retrain_watch import WatchConfig, watch
     from training.retrain.config import DEFAULT_CONFIG
-    from training.retrain.watch import WatchConfig, watch
 
     console = Console()
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                 **kwargs,
             )
         else:
-            from training.retrain.pipeline import retrain
+            from sim2real.retrain_pipeline import retrain
 
             results = [
                 retrain(

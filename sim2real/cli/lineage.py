@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sim2real.errors import UserError
+
 HELP = "Print the lineage of a policy artifact: logs, identified parameters, training run, campaigns."
 EXAMPLES = """examples:
   sim2real lineage runs/retrain/2026-11-30_10-00-00/train/rover/2026-11-30_10-01-12/policy
@@ -28,9 +30,9 @@ def resolve_sha256(artifact: str) -> str:
     if (path / "policy.onnx").is_file():
         return sha256_file(path / "policy.onnx")
     if path.exists():
-        raise ValueError(f"{artifact} is not a policy artifact directory (no policy.onnx)")
+        raise UserError(f"{artifact} is not a policy artifact directory (no policy.onnx)")
     if len(artifact) < 6 or any(c not in "0123456789abcdef" for c in artifact.lower()):
-        raise ValueError(f"{artifact!r} is neither an artifact directory nor a sha256 prefix (6+ hex digits)")
+        raise UserError(f"{artifact!r} is neither an artifact directory nor a sha256 prefix (6+ hex digits)")
     return artifact.lower()
 
 
@@ -40,7 +42,6 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from training.cli import UserError
     from training.retrain.registry import Registry
 
     if not Path(args.registry).is_file():

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edge.errors import UserError
 from edge.fileio import atomic_write_bytes, sha256_file
+from sim2real.errors import UserError
 from training.retrain.config import DEFAULT_CONFIG, RetrainConfig
 from training.retrain.registry import DEFAULT_REGISTRY, Registry
 

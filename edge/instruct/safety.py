@@ -17,8 +17,8 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from training.rlhf.numbers import canonical_numbers
-from training.rlhf.plan import MAX_SEGMENTS, STOP, Plan, Segment
+from edge.instruct.numbers import canonical_numbers
+from edge.instruct.plan import MAX_SEGMENTS, STOP, Plan, Segment
 
 MAX_INSTRUCTION_CHARS = 200
 STOP_WORDS = frozenset(
@@ -67,15 +67,11 @@ class PlanLimits:
         return cls(**pairs, max_duration_s=float(max_duration_s))
 
 
-def limits_for(robot: str = "rover", artifact: str | None = None, max_duration_s: float = 30.0) -> PlanLimits:
-    """The manifest's command limits when a policy artifact is given, else the robot YAML's."""
-    if artifact:
-        from edge.manifest import load_manifest
+def limits_from_manifest(artifact: str, max_duration_s: float = 30.0) -> PlanLimits:
+    """The command limits of a policy artifact's manifest: what the robot's policy was trained and validated for."""
+    from edge.manifest import load_manifest
 
-        return PlanLimits.from_command_limits(load_manifest(artifact).command_limits, max_duration_s)
-    from sim.robot import load_robot
-
-    return PlanLimits.from_command_limits(load_robot(robot).command_limits, max_duration_s)
+    return PlanLimits.from_command_limits(load_manifest(artifact).command_limits, max_duration_s)
 
 
 def screen_instruction(text: object, limits: PlanLimits) -> tuple[str, list[str]]:

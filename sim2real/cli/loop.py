@@ -12,6 +12,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from sim2real.errors import UserError
+
 HELP = "Run the whole loop: train, export, validate, RLHF, deploy over ROS 2, analyse field logs, retrain, check."
 EXAMPLES = """examples:
   sim2real loop                                  # rover, quick budget (about 15 min on 2 cores)
@@ -36,8 +38,8 @@ QUIET_LIBRARIES = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from training.loop.config import BUDGETS, LoopConfig
-    from training.loop.stages import STAGE_NAMES
+    from sim2real.loop.config import BUDGETS, LoopConfig
+    from sim2real.loop.stages import STAGE_NAMES
 
     defaults = LoopConfig(out="-")
     p.add_argument("--robot", default=defaults.robot, help="robot name or YAML path (default rover)")
@@ -68,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.table import Table
 
-    from training.loop.config import LoopConfig
-    from training.loop.runner import REPORT_FILE, latest_unfinished, run_loop
-    from training.loop.stages import FAIL, STAGES
+    from sim2real.loop.config import LoopConfig
+    from sim2real.loop.runner import REPORT_FILE, latest_unfinished, run_loop
+    from sim2real.loop.stages import FAIL, STAGES
 
     for key, value in QUIET_LIBRARIES.items():  # the stage lines and bars say what happens; SIM2REAL_DEBUG=1 keeps all
         if not os.environ.get("SIM2REAL_DEBUG"):
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         warnings.filterwarnings("ignore", category=FutureWarning)
     for path, what in ((args.field_twin, "--field-twin"), (args.instructions, "--instructions")):
         if not Path(path).is_file():
-            raise FileNotFoundError(f"{what}: no such file {path}")
+            raise UserError(f"{what}: no such file {path}")
     out = args.out or (
         None if args.fresh else latest_unfinished(Path("runs"), LoopConfig(args.robot, args.budget, out="-"))
     )

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from training.rlhf.generation import MAX_NEW_TOKENS, Generator
-from training.rlhf.plan import STOP, Plan, PlanError, parse_plan
-from training.rlhf.prompt import model_input
-from training.rlhf.safety import PlanLimits, clamp_plan, is_stop, screen_instruction
-from training.rlhf.slots import fill_slots
+from edge.instruct.generator import MAX_NEW_TOKENS, Generator
+from edge.instruct.plan import STOP, Plan, PlanError, parse_plan
+from edge.instruct.prompt import model_input
+from edge.instruct.safety import PlanLimits, clamp_plan, is_stop, screen_instruction
+from edge.instruct.slots import fill_slots
 
 
 @dataclass

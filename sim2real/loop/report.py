@@ -54,7 +54,7 @@ def _badge(verdict: str) -> str:
 
 
 def _header(state) -> str:
-    from training.loop.stages import FAIL, STAGE_NAMES
+    from sim2real.loop.stages import FAIL, STAGE_NAMES
 
     failed = [n for n, s in state.stages.items() if s["verdict"] == FAIL]
     if failed:
@@ -74,7 +74,7 @@ def _header(state) -> str:
 
 
 def _stage_table(stages: dict) -> str:
-    from training.loop.stages import STAGES
+    from sim2real.loop.stages import STAGES
 
     rows = []
     for name, _, description in STAGES:

@@ -17,7 +17,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from training.rlhf.generation import load_generator
-    from training.rlhf.safety import limits_for
+    from training.rlhf.limits import limits_for
 
     items = ev.load_eval_set(args.eval_set)
     limits = limits_for(args.robot)

@@ -1,11 +1,11 @@
 """`sim2real loop`: train -> export -> validate -> instruction model -> deploy (SIL) -> analyse -> retrain -> check.
 
-    from training.loop import LoopConfig, run_loop
+    from sim2real.loop import LoopConfig, run_loop
 
 Files: config (LoopConfig, budgets), stages (one function per stage), runner (order, resume, interruption),
 report (the HTML report).
 """
 
-from training.loop.config import LoopConfig
+from sim2real.loop.config import LoopConfig
 
 __all__ = ["LoopConfig"]

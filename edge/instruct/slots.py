@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from training.rlhf.plan import FIELDS, PlanError
+from edge.instruct.plan import FIELDS, PlanError
 
 MAX_SLOTS = 9  # slots #1..#9 are single tokens; numbers beyond the ninth stay as digits
 SLOT_TOKENS = tuple(f"#{k}" for k in range(1, MAX_SLOTS + 1))

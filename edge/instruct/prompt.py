@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from training.rlhf.slots import split_numbers
+from edge.instruct.slots import split_numbers
 
 
 def state_summary(vx: float = 0.0, wz: float = 0.0) -> str:

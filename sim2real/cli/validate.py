@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sim2real.errors import UserError
+
 HELP = "Validate a policy artifact with a scenario campaign in the digital twin (gates, report, promotion)."
 EXAMPLES = """examples:
   sim2real validate policy/ --campaign config/campaigns/quick.yaml
@@ -42,7 +44,6 @@ def run(args: argparse.Namespace) -> int:
     from edge.manifest import load_manifest
     from sim.campaign.config import load_campaign
     from sim.campaign.runner import REPORT_FILE, run_campaign, with_backend
-    from training.cli import UserError
 
     cfg = with_backend(load_campaign(args.campaign), args.backend)
     try:

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from edge.errors import UserError
+from edge.resources import config_path
+from sim2real.errors import UserError
 
 HELP = "Run policy_node against a twin over ROS 2 (software in the loop) and report tracking KPIs."
 EXAMPLES = """examples:
@@ -34,7 +35,7 @@ EXAMPLES = """examples:
 field.yaml holds hidden twin parameters, e.g. {friction: 0.5, payload_kg: 3.0, latency_s: 0.02}.
 An instruction script is a YAML list of {t_s, text}: each text goes out on /instruction at simulated time t_s.
 """
-CONFIG = Path(__file__).resolve().parent.parent / "config" / "sil"
+CONFIG = config_path("sil")
 DEFAULT_COMMANDS = CONFIG / "default_commands.yaml"
 DEFAULT_INSTRUCTIONS = CONFIG / "instructions.yaml"
 SETTLE_S = 1.0  # after a command change, errors are not counted for this long (as in campaigns: sim.kpis)
@@ -79,32 +80,32 @@ class Instruction:
 def load_commands(path: str | Path) -> list[Segment]:
     raw = yaml.safe_load(Path(path).read_text())
     if not isinstance(raw, list) or not raw:
-        raise ValueError(f"{path}: expected a non-empty list of {{vx, vy, wz, duration_s}}")
+        raise UserError(f"{path}: expected a non-empty list of {{vx, vy, wz, duration_s}}")
     try:
         segments = [
             Segment(float(s.get("vx", 0)), float(s.get("vy", 0)), float(s.get("wz", 0)), float(s["duration_s"]))
             for s in raw
         ]
     except (KeyError, TypeError, AttributeError, ValueError):
-        raise ValueError(f"{path}: each segment needs numeric vx, vy, wz and duration_s") from None
+        raise UserError(f"{path}: each segment needs numeric vx, vy, wz and duration_s") from None
     if any(s.duration_s <= 0 for s in segments):
-        raise ValueError(f"{path}: segment durations must be positive")
+        raise UserError(f"{path}: segment durations must be positive")
     return segments
 
 
 def load_instructions(path: str | Path) -> list[Instruction]:
     """An instruction script: {t_s, text} entries, sent in time order."""
     if not Path(path).is_file():
-        raise ValueError(f"instruction script {path} does not exist")
+        raise UserError(f"instruction script {path} does not exist")
     raw = yaml.safe_load(Path(path).read_text())
     if not isinstance(raw, list) or not raw:
-        raise ValueError(f"{path}: expected a non-empty list of {{t_s, text}}")
+        raise UserError(f"{path}: expected a non-empty list of {{t_s, text}}")
     try:
         script = [Instruction(float(e["t_s"]), str(e["text"])) for e in raw]
     except (KeyError, TypeError, ValueError):
-        raise ValueError(f"{path}: each entry needs a numeric t_s and a text") from None
+        raise UserError(f"{path}: each entry needs a numeric t_s and a text") from None
     if any(not math.isfinite(i.t_s) or i.t_s < 0 for i in script):
-        raise ValueError(f"{path}: t_s must be finite and >= 0")
+        raise UserError(f"{path}: t_s must be finite and >= 0")
     return sorted(script, key=lambda i: i.t_s)
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from sim2real.errors import UserError
+
 HELP = "Roll out the batched digital twin of each robot under a hand-written controller."
 EXAMPLES = """examples:
   sim2real demo                         # rover and quadruped, 64 envs each, 5 s of simulated time
@@ -35,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.twin import BatchedTwin
 
     if args.envs < 1 or args.seconds <= 0:
-        raise ValueError("--envs must be >= 1 and --seconds > 0")
+        raise UserError("--envs must be >= 1 and --seconds > 0")
     console = Console(width=None if Console().is_terminal else 110)  # pipes and CI logs get a readable width
     table = Table(title="Twin rollout (hand-written controllers, randomisation on)")
     for col in ("robot", "envs", "env-steps", "env-steps/s", "|vx err| m/s", "|wz err| rad/s", "falls", "NaN act"):

@@ -16,6 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from edge.errors import EdgeError
+
 FIELDS = ("vx", "vy", "wz", "duration_s")
 METRICS = ("vx", "vy", "wz", "duration_s", "distance_m", "angle_rad")
 MAX_SEGMENTS = 6  # longest plan the grammar allows; the corpus uses up to 6 (4 steps, a slow one in two halves)
@@ -34,7 +36,7 @@ def plan_regex(slots: int = 0) -> str:
 PLAN_REGEX = plan_regex()
 
 
-class PlanError(ValueError):
+class PlanError(EdgeError, ValueError):
     """Model output that is not a plan; the message says what is wrong."""
 
 

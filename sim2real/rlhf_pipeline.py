@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from edge.errors import UserError
 from edge.fileio import atomic_write_bytes
+from sim2real.errors import UserError
 from training.rlhf.config import RLHF_CONFIG_DIR, PrefsConfig, RewardConfig, RLConfig, SFTConfig, load_config
 from training.rlhf.model import ModelConfig
 
@@ -186,7 +186,7 @@ def _evaluate(model: Path, sft: Path, reward: Path, robot: str) -> dict:
     """RLHF and SFT models on the held-out set (greedy, constrained as deployed), win rates of RLHF over SFT."""
     from training.rlhf.evaluate import evaluate, load_eval_set, operator_win_rate, reward_model_win_rate, summarize
     from training.rlhf.generation import load_generator
-    from training.rlhf.safety import limits_for
+    from training.rlhf.limits import limits_for
 
     items, limits = load_eval_set(HELDOUT), limits_for(robot)
     rlhf_gen, sft_gen = load_generator(str(model)), load_generator(str(sft))

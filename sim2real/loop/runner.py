@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from edge.errors import UserError
 from edge.fileio import atomic_write_bytes
-from training.loop.config import LoopConfig
-from training.loop.stages import FAIL, STAGE_NAMES, STAGES, StageContext, StageResult
+from sim2real.errors import UserError
+from sim2real.loop.config import LoopConfig
+from sim2real.loop.stages import FAIL, STAGE_NAMES, STAGES, StageContext, StageResult
 
 STATE_FILE = "loop.json"
 REPORT_FILE = "report.html"
@@ -110,7 +110,7 @@ def run_loop(
 ) -> LoopState:
     """Run (or resume) the loop in cfg.out; returns the state. KeyboardInterrupt (Ctrl-C or SIGTERM) leaves the
     finished stages recorded and propagates."""
-    from training.loop.report import write_report
+    from sim2real.loop.report import write_report
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from sim2real.errors import UserError
+
 HELP = "Train a velocity-tracking policy with PPO on the batched digital twin (Ray for several workers)."
 EXAMPLES = """examples:
   sim2real train --robot rover                          # config/ppo/rover.yaml defaults, in this process
@@ -59,7 +61,6 @@ def _overrides(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from training.cli import UserError
     from training.ppo.checkpoint import CheckpointError
     from training.ppo.config import ConfigError, PPOConfig
     from training.ppo.launch import resume_config, train

@@ -1,8 +1,9 @@
 """`sim2real`: one console script, one module per subcommand.
 
 A subcommand module defines HELP (one line), EXAMPLES (text shown under --help), add_arguments(parser) and
-run(args) -> int. Errors a user can fix (bad config, missing file, bad artifact) become one line on stderr
-and exit code 2, with no traceback (SIM2REAL_DEBUG=1 shows it).
+run(args) -> int. Errors a user can fix (edge.errors.UserFixableError and its subclasses: bad config, missing file, bad
+artifact) become one line on stderr and exit code 2, with no traceback (SIM2REAL_DEBUG=1 shows it). Any other
+exception is a bug and shows its traceback.
 """
 
 from __future__ import annotations
@@ -12,27 +13,20 @@ import importlib
 import os
 import sys
 
-from edge.errors import UserError  # noqa: F401 - subcommands raise training.cli.UserError
+from edge.errors import UserFixableError
 
 # name -> module; imported only when that subcommand runs, so `sim2real --help` stays fast
 SUBCOMMANDS = {
-    "demo": "sim.demo",
-    "export": "training.export_cmd",
-    "lineage": "training.lineage_cmd",
-    "loop": "training.loop_cmd",
-    "retrain": "training.retrain_cmd",
-    "rlhf": "training.rlhf.cli",
-    "sil": "ros_nodes.sil",
-    "train": "training.train_cmd",
-    "validate": "training.validate_cmd",
+    "demo": "sim2real.cli.demo",
+    "export": "sim2real.cli.export",
+    "lineage": "sim2real.cli.lineage",
+    "loop": "sim2real.cli.loop",
+    "retrain": "sim2real.cli.retrain",
+    "rlhf": "sim2real.cli.rlhf",
+    "sil": "sim2real.sil",
+    "train": "sim2real.cli.train",
+    "validate": "sim2real.cli.validate",
 }
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from edge.errors import ArtifactError
-    from sim.robot import RobotConfigError
-
-    return (UserError, ArtifactError, RobotConfigError, FileNotFoundError, ValueError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sim2real: interrupted", file=sys.stderr)
         return 130
-    except _user_errors() as e:
+    except UserFixableError as e:
         if os.environ.get("SIM2REAL_DEBUG"):
             raise
         print(f"sim2real {args.command}: error: {e}", file=sys.stderr)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge.fileio import sha256_file
+from sim2real.retrain_pipeline import RetrainResult, retrain
 from training.retrain.ingest import mcap_files
-from training.retrain.pipeline import RetrainResult, retrain
 from training.retrain.registry import Registry
 
 

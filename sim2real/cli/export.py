@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from sim2real.errors import UserError
+
 HELP = "Export a training run's policy as an artifact (ONNX with the normaliser inside, plus manifest.json)."
 EXAMPLES = """examples:
   sim2real export runs/rover/2026-11-30_10-00-00 -o policy/
@@ -24,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         out = export_run(args.run_dir, args.out)
     except CheckpointError as e:
-        raise ValueError(str(e)) from None
+        raise UserError(str(e)) from None
     m = load_manifest(out)
     print(
         f"wrote {out}: {m.robot['name']}, obs {m.obs_dim} -> {m.action_dim} actions, "

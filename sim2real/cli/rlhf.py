@@ -130,7 +130,7 @@ def _pipeline(args: argparse.Namespace) -> int:
 
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-    from training.rlhf.pipeline import run_pipeline
+    from sim2real.rlhf_pipeline import run_pipeline
 
     progress = Progress(
         TextColumn("RLHF"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn()
@@ -251,6 +251,6 @@ def _rl(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from training.rlhf.report import run_eval
+    from sim2real.rlhf_report import run_eval
 
     return run_eval(args)

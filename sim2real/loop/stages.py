@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edge.errors import UserError
-from training.loop.config import LoopConfig
+from sim2real.errors import UserError
+from sim2real.loop.config import LoopConfig
 
 Progress = Callable[[float, str], None]  # (fraction done in [0, 1], what is happening)
 
@@ -162,7 +162,7 @@ def _campaign_result(outcome) -> StageResult:
 
 # ---------------------------------------------------------------------------------------------- 4 instruction
 def instruction(ctx: StageContext) -> StageResult:
-    from training.rlhf.pipeline import run_pipeline
+    from sim2real.rlhf_pipeline import run_pipeline
 
     r = run_pipeline(
         ctx.out / "instruction",
@@ -197,7 +197,7 @@ def deploy(ctx: StageContext) -> StageResult:
 def _field_run(ctx: StageContext, artifact: str, record: Path, what: str, instructions: str | None = None) -> dict:
     """The artifact on the hidden-parameter field twin over real ROS 2, recorded to MCAP: the operator's driving
     script, or with `instructions` (a model directory) instruction_node running the instruction script."""
-    from ros_nodes.sil import run_sil
+    from sim2real.sil import run_sil
 
     sizes = ctx.cfg.sizes
     seconds = sizes.instruction_seconds if instructions else sizes.duty_seconds
@@ -252,8 +252,8 @@ def log_kpis(path: Path, manifest) -> tuple[dict[str, float], int, list[str], li
     """KPI means over every episode of the MCAP logs under `path` (the campaign's KPI code), the episode count,
     the damaged spans and the files read."""
     from sim.robot import load_robot
+    from sim2real.retrain_pipeline import ingest_logs
     from training.retrain.ingest import mcap_files
-    from training.retrain.pipeline import ingest_logs
 
     files = mcap_files(path)
     if not files:
@@ -271,7 +271,7 @@ def log_kpis(path: Path, manifest) -> tuple[dict[str, float], int, list[str], li
 def retrain(ctx: StageContext) -> StageResult:
     if not ctx.data("analyse")["retrain"]:
         return StageResult(SKIPPED, "no drift detected: the deployed artifact stays", {"promoted": False})
-    from training.retrain.pipeline import retrain as run_retrain
+    from sim2real.retrain_pipeline import retrain as run_retrain
 
     logs = Path(ctx.data("deploy")["logs"]) / "duty"  # the evidence the trigger fired on
     r = run_retrain(

@@ -11,8 +11,10 @@ import datetime
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONFIG_DIR = REPO_ROOT / "config"
+from edge.resources import config_path
+from sim2real.errors import UserError
+
+CONFIG_DIR = config_path()
 
 
 @dataclass(frozen=True)
@@ -20,10 +22,10 @@ class Budget:
     ppo_iterations: int | None  # None: the robot's config/ppo value
     ppo_max_seconds: float | None  # wall-clock cap on training (the threshold usually stops it first)
     campaign: str  # config/campaigns/<name>.yaml
-    rlhf: str  # training.rlhf.pipeline budget
+    rlhf: str  # sim2real.rlhf_pipeline budget
     duty_seconds: float  # simulated seconds of the operator's driving script per deployment (the drift evidence)
     instruction_seconds: float  # simulated seconds of the instruction session in the first deployment
-    retrain: str  # training.retrain.pipeline budget
+    retrain: str  # sim2real.retrain_pipeline budget
 
 
 BUDGETS = {
@@ -75,7 +77,7 @@ class LoopConfig:
 
     def __post_init__(self) -> None:
         if self.budget not in BUDGETS:
-            raise ValueError(f"unknown budget {self.budget!r}: choose one of {', '.join(BUDGETS)}")
+            raise UserError(f"unknown budget {self.budget!r}: choose one of {', '.join(BUDGETS)}")
         if not self.out:
             stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
             self.out = str(Path("runs") / f"loop-{stamp}")
