@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
-EXTRAS := robot,sim,newton,train,rlhf,dev
+EXTRAS := robot,instruct,sim,newton,train,rlhf,bench,dev
 
 .PHONY: loop demo test setup lint
 

