@@ -21,13 +21,14 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same directory and os.replace."""
+def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None:
+    """Write `data` to `path` through a temporary file in the same directory and os.replace. `mode`: the file's
+    permissions (0o644: the artifact is read by other users, ROS nodes and CI; a private key passes 0o600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the artifact is read by other users (ROS nodes, CI)
+        os.chmod(tmp, mode)  # mkstemp makes 0600
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -19,6 +19,7 @@ from edge.errors import UserFixableError
 SUBCOMMANDS = {
     "demo": "sim2real.cli.demo",
     "export": "sim2real.cli.export",
+    "keys": "sim2real.cli.keys",
     "lineage": "sim2real.cli.lineage",
     "loop": "sim2real.cli.loop",
     "retrain": "sim2real.cli.retrain",

@@ -1,0 +1,102 @@
+"""Signed artifacts: a promoted artifact's manifest (gains, limits, verdict, ONNX sha256) is covered by an ed25519
+signature; the robot refuses anything else unless told allow_unsigned, which says WARN."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from edge import signing
+from edge.manifest import MANIFEST_FILE
+from tests.campaign_helpers import export_rover_policy
+
+
+@pytest.fixture
+def keys(tmp_path):
+    key = tmp_path / "keys" / "signing.key"
+    kid = signing.generate_key(key)
+    return key, signing.public_path(key), kid
+
+
+@pytest.fixture
+def signed(tmp_path, keys):
+    artifact = export_rover_policy(tmp_path / "policy")
+    assert signing.sign_artifact(artifact, keys[0]) == keys[2]
+    return artifact
+
+
+def test_key_files_and_id(keys):
+    key, pub, kid = keys
+    assert oct(os.stat(key).st_mode & 0o777) == "0o600"
+    assert list(signing.load_public_keys([pub])) == [kid] and len(kid) == 16
+    with pytest.raises(signing.SigningKeyError, match="refusing to overwrite"):
+        signing.generate_key(key)
+    os.chmod(key, 0o644)
+    with pytest.raises(signing.SigningKeyError, match="readable by other users"):
+        signing.load_private_key(key)
+
+
+def test_signed_artifact_verifies(signed, keys):
+    assert signing.verify_artifact(signed, signing.load_public_keys([keys[1]])) == keys[2]
+    assert signing.require_signed(signed, [keys[1].parent]) == f"signed by trusted key {keys[2]}"
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda m: m["control"].update(kd=[v * 10 for v in m["control"]["kd"]]),
+        lambda m: m["command_limits"].update(vx=[-5.0, 5.0]),
+        lambda m: m.update(campaign_verdict={"passed": True, "campaign": "forged"}),
+        lambda m: m["policy"].update(sha256="0" * 64),
+    ],
+    ids=["pd_gains", "command_limits", "verdict", "onnx_sha256"],
+)
+def test_forged_manifest_is_refused(signed, keys, forge):
+    path = signed / MANIFEST_FILE
+    original = path.read_text()
+    manifest = json.loads(original)
+    forge(manifest)
+    assert manifest != json.loads(original)
+    path.write_text(json.dumps(manifest, indent=1))
+    with pytest.raises(signing.SignatureError, match="does not match manifest.json"):
+        signing.require_signed(signed, [keys[1]])
+
+
+def test_unsigned_and_untrusted_are_refused_unless_allowed(tmp_path, signed, keys):
+    other = tmp_path / "other" / "signing.key"
+    signing.generate_key(other)
+    with pytest.raises(signing.SignatureError, match="not a trusted key"):
+        signing.require_signed(signed, [signing.public_path(other)])
+    (signed / signing.SIGNATURE_FILE).unlink()
+    with pytest.raises(signing.SignatureError, match="not signed"):
+        signing.require_signed(signed, [keys[1]])
+    status = signing.require_signed(signed, [keys[1]], allow_unsigned=True)
+    assert status.startswith("WARN") and "not signed" in status
+
+
+@pytest.mark.parametrize(
+    "content", ["", "{}", "not json", '{"key_id": "x", "signature": "!!", "algorithm": "ed25519"}']
+)
+def test_malformed_signature_file_is_refused(signed, keys, content):
+    (signed / signing.SIGNATURE_FILE).write_text(content)
+    with pytest.raises(signing.SignatureError, match="malformed|not a trusted key"):
+        signing.require_signed(signed, [keys[1]])
+
+
+def test_keys_cli_round_trip(tmp_path):
+    artifact = export_rover_policy(tmp_path / "policy")
+    key = tmp_path / "k" / "signing.key"
+
+    def cli(*argv):
+        return subprocess.run([sys.executable, "-m", "sim2real", "keys", *argv], capture_output=True, text=True)
+
+    assert cli("init", "--key", str(key)).returncode == 0
+    assert cli("init", "--key", str(key)).returncode == 2  # refuses to overwrite, in one line
+    assert cli("sign", str(artifact), "--key", str(key)).returncode == 0
+    ok = cli("verify", str(artifact), "--trusted", str(signing.public_path(key)))
+    assert ok.returncode == 0 and "signed by trusted key" in ok.stdout
+    (artifact / MANIFEST_FILE).write_text((artifact / MANIFEST_FILE).read_text().replace('"rover"', '"rovers"', 1))
+    bad = cli("verify", str(artifact), "--trusted", str(signing.public_path(key)))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "does not match" in bad.stderr
