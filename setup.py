@@ -50,7 +50,7 @@ RLLIB = [
 EXTRAS = {
     # robot: policy_node (with the artifact signature check) and field_recorder; TensorRT comes from JetPack and
     # rclpy from apt ROS 2
-    "robot": ["numpy>=1.26", "onnxruntime==1.31.1", "pyyaml>=6", "rosbags==0.11.9", "cryptography>=42"],
+    "robot": ["numpy>=1.26", "onnxruntime==1.31.1", "pyyaml>=6", "rosbags==0.11.9", "mcap==1.6.0", "cryptography>=42"],
     # instruction_node on the robot: the exported instruction model on ONNX Runtime, no torch or transformers
     "instruct": ["numpy>=1.26", "onnxruntime==1.31.1", "tokenizers==0.23.3"],
     "sim": ["mujoco==4.0.0", "gymnasium==1.4.0", "numpy>=1.26", "pyyaml>=6", "rich>=13", "matplotlib==3.11.2"],

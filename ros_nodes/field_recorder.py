@@ -3,8 +3,11 @@
 Messages are written as the CDR bytes they arrived in (raw subscriptions, no deserialise/serialise). Each
 segment is written under `<output_dir>/.partial/<name>/` and moved to `<output_dir>/<name>/` once its MCAP is
 finalised, so a reader never sees a half-written segment under a final name; segments rotate by duration and
-size. SIGINT and SIGTERM finalise the open segment; a kill -9 leaves `.partial/<name>/`, whose chunks written
-so far stay readable.
+size. SIGINT and SIGTERM finalise the open segment. A kill -9 or a power loss leaves `.partial/<name>/`: on its
+next start the recorder recovers it (recovery.py): the messages of every complete chunk (the writer closes a
+chunk at 1 MiB) go into a finalised `<output_dir>/<name>-recovered/`, so a crash loses at most the open chunk.
+A write that fails (disk full) stops the recording, keeps what was written, and reports ERROR on /diagnostics;
+the node stays up.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from pathlib import Path
 
 import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
@@ -22,6 +26,8 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
+
+from ros_nodes.recovery import recover_partial_segments
 
 DEFAULT_TOPICS = ["/joint_states", "/imu/data", "/odom", "/cmd_vel", "/instruction", "/joint_commands", "/diagnostics"]
 
@@ -44,6 +50,12 @@ class FieldRecorder(Node):
         self.segment_s = float(self.get_parameter("segment_s").value)
         self.segment_bytes = float(self.get_parameter("segment_mb").value) * 1e6
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        for r in recover_partial_segments(self.output_dir):
+            if r.messages:
+                self.get_logger().warn(f"recovered {r.messages} messages of a crashed recording into {r.segment}")
+            else:
+                self.get_logger().warn(f"a crashed recording left nothing readable ({r.damage}); removed it")
+        self.failure = ""  # why recording stopped (a failed write: disk full); the node stays up and reports it
         self.typestore = get_typestore(Stores.ROS2_JAZZY)
         self.counts: dict[str, int] = {t: 0 for t in self.topics}
         self._types: dict[str, str] = {}
@@ -56,7 +68,10 @@ class FieldRecorder(Node):
         self._open_segment()
         # topics appear as their publishers start: look for them, as `ros2 bag record` does, on the wall clock (under
         # use_sim_time a timer on /clock would wait for a simulation that may wait for this recorder)
-        self.create_timer(0.2, self._discover, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(0.2, self._discover, clock=steady)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_timer(1.0, self._publish_diagnostics, clock=steady)
         self._discover()
 
     def _discover(self) -> None:
@@ -114,6 +129,15 @@ class FieldRecorder(Node):
     def _on_message(self, topic: str, data: bytes) -> None:
         if self._writer is None:
             return
+        try:
+            self._write(topic, data)
+        except OSError as e:  # disk full or gone: keep what is on disk (recovered on the next start), stay up
+            self.failure = f"recording stopped: {e.strerror or e} writing {self._partial_path}"
+            self._writer = None
+            self.get_logger().error(self.failure)
+            self._publish_diagnostics()
+
+    def _write(self, topic: str, data: bytes) -> None:
         full = (time.monotonic() - self._segment_started > self.segment_s) or self._segment_bytes > self.segment_bytes
         if full and self._segment_bytes > 0:  # never finalise an empty segment
             self._close_segment()
@@ -126,8 +150,20 @@ class FieldRecorder(Node):
         self._segment_bytes += len(data)
         self.counts[topic] += 1
 
+    def _publish_diagnostics(self) -> None:
+        status = DiagnosticStatus(name=self.get_fully_qualified_name(), hardware_id="field_recorder")
+        status.level = DiagnosticStatus.ERROR if self.failure else DiagnosticStatus.OK
+        status.message = self.failure or f"recording {len(self._types)} of {len(self.topics)} topics"
+        status.values = [KeyValue(key=t, value=str(n)) for t, n in self.counts.items()]
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.pub_diag.publish(msg)
+
     def close(self) -> None:
-        self._close_segment(log=False)
+        try:
+            self._close_segment(log=False)
+        except OSError:  # disk full at the end: the partial segment stays for recovery on the next start
+            self._writer = None
 
 
 def main(args: list[str] | None = None) -> None:

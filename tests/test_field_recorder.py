@@ -53,3 +53,109 @@ def test_segments_rotate(tmp_path):
     segments = sorted(p for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert len(segments) >= 3
     assert all(topic_counts(s)["/joint_states"] > 0 for s in segments[:-1])
+
+
+def _publish_instructions(node, executor, seconds: float, size: int = 1000) -> int:
+    """Publish numbered /instruction strings of `size` bytes as fast as this process can for `seconds`."""
+    from std_msgs.msg import String
+
+    pub = node.create_publisher(String, "/instruction", 100)
+    end, seq = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        pub.publish(String(data=f"{seq:08d}".ljust(size, "x")))
+        seq += 1
+        executor.spin_once(timeout_sec=0)
+        if seq % 50 == 0:
+            time.sleep(0.005)  # leave the recorder some of the 2 cores
+    return seq
+
+
+def _sequence_numbers(mcap_path: Path) -> list[int]:
+    """The numbers of the /instruction messages readable from an MCAP file, complete or cut short."""
+    from mcap.reader import NonSeekingReader
+    from rosbags.typesys import Stores, get_typestore
+
+    typestore, seqs = get_typestore(Stores.ROS2_JAZZY), []
+    with open(mcap_path, "rb") as f:
+        try:
+            for _, channel, message in NonSeekingReader(f).iter_messages(log_time_order=False):
+                if channel.topic == "/instruction":
+                    seqs.append(int(typestore.deserialize_cdr(message.data, "std_msgs/msg/String").data[:8]))
+        except Exception:  # noqa: BLE001 - a file cut by SIGKILL ends in a partial record
+            pass
+    return seqs
+
+
+def test_sigkill_loses_only_the_open_chunk(tmp_path):
+    """A recorder killed mid-recording: its next start recovers every message of the chunks it completed, once."""
+    from tests.ros_helpers import probe_node
+    from training.retrain.ingest import mcap_files
+
+    out = tmp_path / "logs"
+    args = (f"output_dir:={out}", "topics:=['/instruction']", "segment_s:=600.0")
+    with probe_node() as (node, executor):
+        with node_process("ros_nodes.field_recorder", *args) as rec:
+            time.sleep(1.5)  # started and subscribed once the publisher appears
+            _publish_instructions(node, executor, 4.0)  # ~4 MB: several 1 MiB chunks complete
+            rec.kill()
+            rec.wait()
+        partial = next((out / ".partial").glob("*/*.mcap"))
+        flushed = _sequence_numbers(partial)
+        assert len(flushed) > 500, f"{len(flushed)} messages readable after SIGKILL"
+        assert flushed == sorted(flushed)
+        with node_process("ros_nodes.field_recorder", *args) as rec:
+            assert rec.wait_for_output("recovered", timeout=30), rec.output
+    recovered = [p for p in out.iterdir() if p.name.endswith("-recovered")]
+    assert len(recovered) == 1 and not any((out / ".partial").iterdir())
+    files = mcap_files(out)
+    assert next(recovered[0].glob("*.mcap")) in files  # ingest reads the recovered segment
+    assert _sequence_numbers(next(recovered[0].glob("*.mcap"))) == flushed  # every flushed message, once
+    with AnyReader([recovered[0]]) as reader:  # a finalised rosbag2 segment, metadata included
+        assert sum(c.msgcount for c in reader.connections) == len(flushed)
+
+
+def test_disk_full_keeps_what_was_written_and_reports_error(tmp_path):
+    """A recorder that can write only 2 MB (RLIMIT_FSIZE: writes fail with EFBIG as on a full disk) stays up, says
+    ERROR on /diagnostics, and what it wrote stays readable and is recovered on its next start."""
+    import resource
+    import subprocess
+    import sys
+
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+    from tests.ros_helpers import probe_node, ros_env, spin_until
+
+    out = tmp_path / "logs"
+    limit = 2_000_000
+
+    def small_disk():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    cmd = [sys.executable, "-m", "ros_nodes.field_recorder", "--ros-args", "-p", f"output_dir:={out}",
+           "-p", "topics:=['/instruction']"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=ros_env(), preexec_fn=small_disk, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        with probe_node() as (node, executor):
+            errors = []
+            node.create_subscription(
+                DiagnosticArray,
+                "/diagnostics",
+                lambda m: errors.extend(s.message for s in m.status if s.level == DiagnosticStatus.ERROR),
+                10,
+            )
+            time.sleep(1.5)
+            _publish_instructions(node, executor, 4.0)
+            assert spin_until(executor, lambda: bool(errors), timeout=10), "no ERROR on /diagnostics"
+            assert "recording stopped" in errors[0]
+            assert proc.poll() is None  # still up
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+    partial = next((out / ".partial").glob("*/*.mcap"))
+    kept = _sequence_numbers(partial)
+    assert len(kept) > 500 and partial.stat().st_size <= limit
+    with node_process("ros_nodes.field_recorder", f"output_dir:={out}", "topics:=['/instruction']") as rec:
+        assert rec.wait_for_output("recovered", timeout=30), rec.output
+    recovered = next(p for p in out.iterdir() if p.name.endswith("-recovered"))
+    assert _sequence_numbers(next(recovered.glob("*.mcap"))) == kept
