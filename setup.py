@@ -82,6 +82,7 @@ EXTRAS = {
         "pytest>=8",
         "ruff==0.17.6",
         "import-linter==2.17",
+        "hypothesis==6.170.15",  # property tests of every parser (tests/test_fuzz_parsers.py)
         "catkin_pkg>=1.0",
         "playwright==1.65.2",  # the preference page's browser test (drives Debian's chromium)
         *ROS_WHEELS,

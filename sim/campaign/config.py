@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from edge.fileio import read_yaml_mapping
 from edge.resources import config_path
 from sim.errors import CampaignError
 from sim.kpis import KPI_NAMES
@@ -97,17 +97,35 @@ def _number(value, key: str) -> float:
     return v
 
 
+def _mapping(value, key: str) -> dict:
+    """A YAML mapping (None: empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CampaignError(f"{key} must be a mapping, got {value!r}")
+    return value
+
+
+def _integer(value, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CampaignError(f"{key} must be an integer, got {value!r}")
+    return value
+
+
 def _gates(raw, src: str) -> GateConfig:
-    raw = dict(raw or {})
+    raw = _mapping(raw, f"{src}: gates")
     unknown = sorted(set(raw) - {"kpis", "failure_rate", "per_axis"})
     if unknown:
         raise CampaignError(f"{src}: unknown gates key(s) {', '.join(unknown)}")
-    kpis = {str(k): _number(v, f"{src}: gates.kpis.{k}") for k, v in (raw.get("kpis") or {}).items()}
+    kpis = {str(k): _number(v, f"{src}: gates.kpis.{k}") for k, v in _mapping(raw.get("kpis"), "gates.kpis").items()}
     bad = sorted(set(kpis) - set(KPI_NAMES))
     if bad:
         raise CampaignError(f"{src}: unknown KPI(s) {', '.join(bad)} in gates.kpis; known: {', '.join(KPI_NAMES)}")
     rate = _number(raw.get("failure_rate", 0.0), f"{src}: gates.failure_rate")
-    per_axis = {str(k): _number(v, f"{src}: gates.per_axis.{k}") for k, v in (raw.get("per_axis") or {}).items()}
+    per_axis = {
+        str(k): _number(v, f"{src}: gates.per_axis.{k}")
+        for k, v in _mapping(raw.get("per_axis"), f"{src}: gates.per_axis").items()
+    }
     if not all(0 <= r <= 1 for r in [rate, *per_axis.values()]):
         raise CampaignError(f"{src}: failure rates must lie in [0, 1]")
     return GateConfig(kpis=kpis, failure_rate=rate, per_axis=per_axis)
@@ -122,6 +140,8 @@ def _axes(raw, commands: dict, src: str) -> dict:
         if not values or len(set(map(str, values))) != len(values):
             raise CampaignError(f"{src}: axes.{axis} must list distinct values, got {values!r}")
         if axis == COMMAND_AXIS:
+            if not all(isinstance(v, str) for v in values):
+                raise CampaignError(f"{src}: axes.{axis} must list command sequence names, got {values!r}")
             missing = [v for v in values if v not in commands]
             if missing:
                 raise CampaignError(f"{src}: command sequence(s) {', '.join(map(str, missing))} not in commands")
@@ -166,7 +186,7 @@ def campaign_from_dict(raw: dict, src: str = "campaign") -> CampaignConfig:
         runtime=str(raw.get("runtime", "auto")),
         episode_s=_number(raw.get("episode_s", 5.0), f"{src}: episode_s"),
         seeds=tuple(seeds),
-        batch_size=int(raw.get("batch_size", 64)),
+        batch_size=_integer(raw.get("batch_size", 64), f"{src}: batch_size"),
         push_interval_s=_number(raw.get("push_interval_s", 2.0), f"{src}: push_interval_s"),
         settle_s=_number(raw.get("settle_s", 0.5), f"{src}: settle_s"),
         axes=_axes(raw.get("axes", {COMMAND_AXIS: [next(iter(commands))]}), commands, src),
@@ -185,8 +205,5 @@ def campaign_from_dict(raw: dict, src: str = "campaign") -> CampaignConfig:
 
 def load_campaign(name_or_path: str | Path) -> CampaignConfig:
     path = resolve_campaign_path(name_or_path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise CampaignError(f"{path}: not valid YAML ({e.__class__.__name__})") from None
+    raw = read_yaml_mapping(path, CampaignError, "campaign file", "expected a mapping at the top level")
     return campaign_from_dict(raw, str(path))

@@ -128,6 +128,25 @@ def _latest(times: np.ndarray, values: list, at: np.ndarray, fill: np.ndarray, s
     return table[np.where(idx >= 0, idx + 1, 0)]
 
 
+def _value(topic: str, msg, joint_names: list[str], n: int) -> np.ndarray | None:
+    """The numbers ingest keeps from one message (None: a message of another shape, skipped)."""
+    if topic == "/cmd_vel":
+        return np.array([msg.linear.x, msg.linear.y, msg.angular.z])
+    if topic == "/imu/data":
+        o, w = msg.orientation, msg.angular_velocity
+        return np.array([o.w, o.x, o.y, o.z, w.x, w.y, w.z])
+    if topic == "/joint_states":
+        names = list(msg.name)
+        if not (all(j in names for j in joint_names) and len(msg.position) == len(names) == len(msg.velocity)):
+            return None
+        idx = [names.index(j) for j in joint_names]
+        return np.concatenate([np.asarray(msg.position)[idx], np.asarray(msg.velocity)[idx]])
+    if topic == "/joint_commands":
+        return np.asarray(msg.data, dtype=np.float64) if len(msg.data) == n else None
+    v, p = msg.twist.twist.linear, msg.pose.pose.position  # /odom: one control step
+    return np.array([v.x, v.y, v.z, p.z])
+
+
 def read_field_log(path: str | Path, joint_names: list[str]) -> FieldLog:
     """Align one MCAP file's topics on /odom; joints are reordered by name into `joint_names`."""
     path = Path(path)
@@ -136,26 +155,19 @@ def read_field_log(path: str | Path, joint_names: list[str]) -> FieldLog:
     seen: dict[str, tuple[list[int], list]] = {t: ([], []) for t in TOPICS}
     newest_state, newest = -1, []  # per command: the newest /joint_states stamp logged before it
     for topic, log_ns, msg in _read_messages(path, damage):
-        if topic == "/cmd_vel":
-            value = np.array([msg.linear.x, msg.linear.y, msg.angular.z])
-        elif topic == "/imu/data":
-            o, w = msg.orientation, msg.angular_velocity
-            value = np.array([o.w, o.x, o.y, o.z, w.x, w.y, w.z])
-        elif topic == "/joint_states":
-            names = list(msg.name)
-            if not (all(j in names for j in joint_names) and len(msg.position) == len(names) == len(msg.velocity)):
-                continue
-            idx = [names.index(j) for j in joint_names]
-            value = np.concatenate([np.asarray(msg.position)[idx], np.asarray(msg.velocity)[idx]])
-        elif topic == "/joint_commands":
-            if len(msg.data) != n:
-                continue
-            value = np.asarray(msg.data, dtype=np.float64)
-        else:  # /odom: one control step
-            v, p = msg.twist.twist.linear, msg.pose.pose.position
-            value = np.array([v.x, v.y, v.z, p.z])
+        try:
+            value = _value(topic, msg, joint_names, n)
+            stamp = log_ns if topic == "/joint_commands" else _stamp_ns(msg, log_ns)
+        except (AttributeError, TypeError, ValueError, IndexError) as e:  # a damaged schema decodes to other fields
+            if not any(d.startswith(f"{path.name}: {topic}") for d in damage):
+                damage.append(
+                    f"{path.name}: {topic} messages that do not decode as their type ({e.__class__.__name__}); skipped"
+                )
+            continue
+        if value is None:
+            continue
         times, values = seen[topic]
-        times.append(log_ns if topic == "/joint_commands" else _stamp_ns(msg, log_ns))
+        times.append(stamp)
         values.append(value)
         if topic == "/joint_states":
             newest_state = max(newest_state, times[-1])
