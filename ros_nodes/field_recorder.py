@@ -6,8 +6,9 @@ finalised, so a reader never sees a half-written segment under a final name; seg
 size. SIGINT and SIGTERM finalise the open segment. A kill -9 or a power loss leaves `.partial/<name>/`: on its
 next start the recorder recovers it (recovery.py): the messages of every complete chunk (the writer closes a
 chunk at 1 MiB) go into a finalised `<output_dir>/<name>-recovered/`, so a crash loses at most the open chunk.
-A write that fails (disk full) stops the recording, keeps what was written, and reports ERROR on /diagnostics;
-the node stays up.
+A write that fails (disk full) stops the recording, keeps what was written, and reports ERROR on diagnostics;
+the node stays up. Topic names are relative, so a namespaced recorder logs its own robot's topics (by their full
+names, as rosbag2 does).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from rosbags.typesys import Stores, get_typestore
 
 from ros_nodes.recovery import recover_partial_segments
 
-DEFAULT_TOPICS = ["/joint_states", "/imu/data", "/odom", "/cmd_vel", "/instruction", "/joint_commands", "/diagnostics"]
+# relative names: under a namespace (two robots on one DDS domain) each recorder logs only its own robot's topics
+DEFAULT_TOPICS = ["joint_states", "imu/data", "odom", "cmd_vel", "instruction", "joint_commands", "diagnostics"]
 
 
 def message_class(type_name: str):
@@ -45,7 +47,7 @@ class FieldRecorder(Node):
         self.declare_parameter("output_dir", "field_logs", ParameterDescriptor(description="directory for segments"))
         self.declare_parameter("segment_s", 60.0, ParameterDescriptor(description="rotate after this many seconds"))
         self.declare_parameter("segment_mb", 256.0, ParameterDescriptor(description="rotate after this many MB"))
-        self.topics = list(self.get_parameter("topics").value)
+        self.topics = [self.resolve_topic_name(t) for t in self.get_parameter("topics").value]
         self.output_dir = Path(self.get_parameter("output_dir").value)
         self.segment_s = float(self.get_parameter("segment_s").value)
         self.segment_bytes = float(self.get_parameter("segment_mb").value) * 1e6
@@ -70,7 +72,7 @@ class FieldRecorder(Node):
         # use_sim_time a timer on /clock would wait for a simulation that may wait for this recorder)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(0.2, self._discover, clock=steady)
-        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", 10)
         self.create_timer(1.0, self._publish_diagnostics, clock=steady)
         self._discover()
 

@@ -55,19 +55,26 @@ def test_segments_rotate(tmp_path):
     assert all(topic_counts(s)["/joint_states"] > 0 for s in segments[:-1])
 
 
-def _publish_instructions(node, executor, seconds: float, size: int = 1000) -> int:
-    """Publish numbered /instruction strings of `size` bytes as fast as this process can for `seconds`."""
+def _publish_instructions(node, executor, until, timeout: float = 30.0, size: int = 1000) -> int:
+    """Publish numbered /instruction strings of `size` bytes as fast as this process can, until `until()` holds
+    (checked every 50 messages) or `timeout` seconds pass; returns how many were sent."""
     from std_msgs.msg import String
 
     pub = node.create_publisher(String, "/instruction", 100)
-    end, seq = time.monotonic() + seconds, 0
+    end, seq = time.monotonic() + timeout, 0
     while time.monotonic() < end:
         pub.publish(String(data=f"{seq:08d}".ljust(size, "x")))
         seq += 1
         executor.spin_once(timeout_sec=0)
         if seq % 50 == 0:
+            if until():
+                break
             time.sleep(0.005)  # leave the recorder some of the 2 cores
     return seq
+
+
+def _partial_bytes(out: Path) -> int:
+    return sum(f.stat().st_size for f in (out / ".partial").glob("*/*.mcap"))
 
 
 def _sequence_numbers(mcap_path: Path) -> list[int]:
@@ -96,7 +103,8 @@ def test_sigkill_loses_only_the_open_chunk(tmp_path):
     with probe_node() as (node, executor):
         with node_process("ros_nodes.field_recorder", *args) as rec:
             time.sleep(1.5)  # started and subscribed once the publisher appears
-            _publish_instructions(node, executor, 4.0)  # ~4 MB: several 1 MiB chunks complete
+            # until a few 1 MiB chunks are complete on disk
+            _publish_instructions(node, executor, until=lambda: _partial_bytes(out) > 3_000_000)
             rec.kill()
             rec.wait()
         partial = next((out / ".partial").glob("*/*.mcap"))
@@ -145,7 +153,7 @@ def test_disk_full_keeps_what_was_written_and_reports_error(tmp_path):
                 10,
             )
             time.sleep(1.5)
-            _publish_instructions(node, executor, 4.0)
+            _publish_instructions(node, executor, until=lambda: bool(errors))
             assert spin_until(executor, lambda: bool(errors), timeout=10), "no ERROR on /diagnostics"
             assert "recording stopped" in errors[0]
             assert proc.poll() is None  # still up

@@ -75,16 +75,28 @@ def mcap_files(path: str | Path) -> list[Path]:
     return sorted(f for f in p.rglob("*.mcap") if ".partial" not in f.parts)
 
 
+def _canonical(topic: str) -> str | None:
+    """The ingest topic a logged topic is, namespaced or not ("/go1/imu/data" -> "/imu/data"); None: not ours.
+    A namespaced field_recorder logs one robot's topics under their full names, as rosbag2 does."""
+    return next((t for t in TOPICS if topic == t or topic.endswith(t)), None)
+
+
 def _read_messages(path: Path, damage: list[str]):
     """(topic, log_time_ns, message) in file order; stops at the first unreadable record and notes it."""
+    factory, decoders = DecoderFactory(), {}
     with open(path, "rb") as f:
-        reader = NonSeekingReader(f, decoder_factories=[DecoderFactory()])
+        reader = NonSeekingReader(f)
         last_ns = None
         try:
             # file order, not log-time order: sorting would read the whole file before yielding anything
-            for _, channel, message, decoded in reader.iter_decoded_messages(topics=list(TOPICS), log_time_order=False):
+            for schema, channel, message in reader.iter_messages(log_time_order=False):
+                topic = _canonical(channel.topic)
+                if topic is None:
+                    continue
+                if channel.id not in decoders:
+                    decoders[channel.id] = factory.decoder_for(channel.message_encoding, schema)
                 last_ns = message.log_time
-                yield channel.topic, message.log_time, decoded
+                yield topic, message.log_time, decoders[channel.id](message.data)
         except Exception as e:  # noqa: BLE001 - damaged bytes fail in struct, zstd, cdr or mcap code alike
             where = "before any message" if last_ns is None else f"after t = {last_ns * 1e-9:.3f} s (log time)"
             damage.append(
