@@ -94,7 +94,7 @@ def naive_rate(spec: RobotSpec, cfg, onnx_bytes: bytes, scenarios: list[Scenario
                 tau = spec.kp * (target - data.qpos[jq]) - spec.kd * data.qvel[jv]
                 data.ctrl[:] = np.clip(tau, -np.asarray(spec.torque_limit), spec.torque_limit) * strength
                 mujoco.mj_step(model, data)
-            if projected_gravity(data.qpos[None, 3:7])[0, 2] > -np.cos(spec.termination.max_tilt_rad):
+            if projected_gravity(data.qpos[None, 3:7])[0, 2] > -np.cos(task.cfg.max_tilt_rad):
                 mujoco.mj_resetData(model, data)  # fell: the twin would reset it too
                 data.qpos[2], data.qpos[jq] = spec.base_height, default
         total += steps

@@ -14,8 +14,8 @@ from rsl_rl.models.mlp_model import MLPModel
 from tensordict import TensorDict
 
 from edge.manifest import Manifest
-from edge.observation import obs_term
 from sim.robot import joint_target_limits, load_robot
+from sim.tasks import load_task
 from training.export import export_policy
 
 HIDDEN = {"rover": (64, 64), "quadruped": (512, 256, 128)}
@@ -46,7 +46,7 @@ def random_actor(obs_dim: int, num_actions: int, hidden: tuple[int, ...], seed: 
 
 def export_random_policy(robot: str, out_dir: str | Path, seed: int = 0) -> tuple[MLPModel, Manifest]:
     spec = load_robot(robot)
-    terms = [obs_term(name, spec.num_actions) for name in spec.observations]
+    terms = load_task(spec).obs_terms(spec.num_actions)
     actor = random_actor(sum(t.size for t in terms), spec.num_actions, HIDDEN.get(spec.name, (128, 128)), seed)
     manifest = export_policy(
         actor,

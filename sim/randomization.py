@@ -34,11 +34,22 @@ class RandomizationConfig:
             raise SimError(f"{source}: unknown randomization key(s) {', '.join(unknown)}")
         for key, value in raw.items():
             default = getattr(cls, key)
-            if isinstance(default, tuple):
-                lo, hi = (float(v) for v in value)
-                if lo > hi or not np.isfinite([lo, hi]).all():
-                    raise SimError(f"{source}: {key} must be a finite [low, high] with low <= high, got {value!r}")
-                raw[key] = (lo, hi)
+            try:
+                if isinstance(default, tuple):
+                    lo, hi = (float(v) for v in value)
+                    if lo > hi or not np.isfinite([lo, hi]).all():
+                        raise ValueError
+                    raw[key] = (lo, hi)
+                elif isinstance(default, bool):
+                    if not isinstance(value, bool):
+                        raise ValueError
+                else:
+                    raw[key] = float(value)
+            except (TypeError, ValueError):
+                shape = (
+                    "a finite [low, high] with low <= high" if isinstance(default, tuple) else type(default).__name__
+                )
+                raise SimError(f"{source}: {key} must be {shape}, got {value!r}") from None
         cfg = cls(**raw)
         if cfg.friction[0] <= 0 or cfg.motor_strength[0] <= 0 or cfg.latency_s[0] < 0:
             raise SimError(f"{source}: friction and motor_strength must be positive and latency_s non-negative")

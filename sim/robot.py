@@ -1,7 +1,9 @@
-"""Robot description: an MJCF file plus a short YAML (joint names, default pose, PD gains, command limits).
+"""Robot description: an MJCF file plus a short YAML of constants (joints in action order, default pose, PD
+gains, torque limits, control mode and timing, base body and height, command limits).
 
 The YAML is the single source of every number the twin, the exported manifest and the robot use, so nothing
-is copied by hand between training, validation and deployment.
+is copied by hand between training, validation and deployment. What the robot is asked to learn (rewards,
+observations, terminations, commands, randomisation) is the task's: see sim.tasks.
 """
 
 from __future__ import annotations
@@ -14,15 +16,15 @@ import mujoco
 import numpy as np
 import yaml
 
-from edge.observation import DEFAULT_TERMS, obs_term
 from edge.resources import config_path
 from sim.errors import RobotConfigError
-from sim.randomization import RandomizationConfig
 
 ASSET_DIR = Path(__file__).resolve().parent / "assets"
 # A source checkout keeps the YAMLs in config/robots; a colcon install puts them in share/edge/config/robots.
 ROBOT_CONFIG_DIRS = (config_path("robots"),)
 CONTROL_MODES = ("position", "velocity", "torque")
+# keys a robot YAML held before the task had its own config; named in the error so a user knows where they went
+TASK_KEYS = ("episode_length_s", "command_resample_s", "termination", "observations", "rewards", "randomization")
 
 
 @dataclass(frozen=True)
@@ -33,17 +35,21 @@ class CommandLimits:
     vy: tuple[float, float] = (0.0, 0.0)
     wz: tuple[float, float] = (-1.0, 1.0)
 
+    @classmethod
+    def from_dict(cls, raw: dict, source: str, base: CommandLimits | None = None) -> CommandLimits:
+        """{vx: [low, high], ...} over `base` (the defaults when None); `source` prefixes the error messages."""
+        if not isinstance(raw, dict):
+            raise RobotConfigError(f"{source} must be a mapping of vx, vy, wz ranges, got {raw!r}")
+        unknown = sorted(set(raw) - {"vx", "vy", "wz"})
+        if unknown:
+            raise RobotConfigError(f"{source}: unknown axis(es) {', '.join(unknown)}; known: vx, vy, wz")
+        return dataclasses.replace(base or cls(), **{k: _pair(v, f"{source}.{k}") for k, v in raw.items()})
+
     def low(self) -> np.ndarray:
         return np.array([self.vx[0], self.vy[0], self.wz[0]])
 
     def high(self) -> np.ndarray:
         return np.array([self.vx[1], self.vy[1], self.wz[1]])
-
-
-@dataclass(frozen=True)
-class Termination:
-    min_base_height: float = 0.1
-    max_tilt_rad: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -61,13 +67,7 @@ class RobotSpec:
     base_height: float = 0.3
     sim_dt: float = 0.005
     decimation: int = 4
-    episode_length_s: float = 20.0
-    command_limits: CommandLimits = field(default_factory=CommandLimits)
-    command_resample_s: float = 10.0
-    termination: Termination = field(default_factory=Termination)
-    observations: tuple[str, ...] = ()  # empty: DEFAULT_TERMS[control_mode]
-    rewards: dict = field(default_factory=dict)  # reward-term weight overrides, see sim.tasks.velocity_tracking
-    randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+    command_limits: CommandLimits = field(default_factory=CommandLimits)  # the physical envelope (manifest)
 
     @property
     def num_actions(self) -> int:
@@ -89,13 +89,13 @@ class RobotSpec:
         return d
 
 
-def _pair(value, key: str, source: str) -> tuple[float, float]:
+def _pair(value, where: str) -> tuple[float, float]:
     try:
         lo, hi = (float(v) for v in value)
     except (TypeError, ValueError):
-        raise RobotConfigError(f"{source}: {key} must be a [low, high] pair, got {value!r}") from None
+        raise RobotConfigError(f"{where} must be a [low, high] pair, got {value!r}") from None
     if lo > hi:
-        raise RobotConfigError(f"{source}: {key} low {lo} exceeds high {hi}")
+        raise RobotConfigError(f"{where} low {lo} exceeds high {hi}")
     return lo, hi
 
 
@@ -108,13 +108,6 @@ def _vector(value, key: str, n: int, source: str) -> tuple[float, ...]:
     if not np.all(np.isfinite(arr)):
         raise RobotConfigError(f"{source}: {key} holds a non-finite value")
     return tuple(float(v) for v in arr)
-
-
-def _randomization(raw, src: str) -> RandomizationConfig:
-    try:
-        return RandomizationConfig.from_dict(raw, f"{src}: randomization")
-    except (TypeError, ValueError) as e:
-        raise RobotConfigError(str(e)) from None
 
 
 def resolve_robot_path(name_or_path: str | Path) -> Path:
@@ -145,7 +138,9 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
     known = {f.name for f in dataclasses.fields(RobotSpec)}
     unknown = sorted(set(raw) - known)
     if unknown:
-        raise RobotConfigError(f"{src}: unknown key(s) {', '.join(unknown)}")
+        moved = [k for k in unknown if k in TASK_KEYS]
+        hint = f" ({', '.join(moved)}: the task's now, see sim.tasks and config/tasks/)" if moved else ""
+        raise RobotConfigError(f"{src}: unknown key(s) {', '.join(unknown)}{hint}")
     missing = [
         k for k in ("name", "mjcf", "base_body", "joints", "default_pose", "kp", "kd", "torque_limit") if k not in raw
     ]
@@ -162,11 +157,6 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
     if not joints:
         raise RobotConfigError(f"{src}: joints is empty")
     n = len(joints)
-    limits = raw.get("command_limits") or {}
-    term = raw.get("termination") or {}
-    bad_term = sorted(set(term) - {f.name for f in dataclasses.fields(Termination)})
-    if bad_term:
-        raise RobotConfigError(f"{src}: unknown termination key(s) {', '.join(bad_term)}")
     mode = raw.get("control_mode", "position")
     if mode not in CONTROL_MODES:
         raise RobotConfigError(f"{src}: control_mode {mode!r} is not one of {', '.join(CONTROL_MODES)}")
@@ -184,28 +174,8 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
         base_height=float(raw.get("base_height", 0.3)),
         sim_dt=float(raw.get("sim_dt", 0.005)),
         decimation=int(raw.get("decimation", 4)),
-        episode_length_s=float(raw.get("episode_length_s", 20.0)),
-        command_limits=CommandLimits(
-            **{k: _pair(limits[k], f"command_limits.{k}", src) for k in ("vx", "vy", "wz") if k in limits}
-        ),
-        command_resample_s=float(raw.get("command_resample_s", 10.0)),
-        termination=Termination(**{k: float(v) for k, v in term.items()}),
-        observations=tuple(raw.get("observations") or DEFAULT_TERMS.get(mode, ())),
-        rewards={str(k): float(v) for k, v in (raw.get("rewards") or {}).items()},
-        randomization=_randomization(raw.get("randomization"), src),
+        command_limits=CommandLimits.from_dict(raw.get("command_limits") or {}, f"{src}: command_limits"),
     )
-    from sim.tasks.velocity_tracking import REWARD_WEIGHTS  # the task module imports this one
-
-    unknown_rewards = sorted(set(spec.rewards) - set(REWARD_WEIGHTS))
-    if unknown_rewards:
-        raise RobotConfigError(
-            f"{src}: unknown reward term(s) {', '.join(unknown_rewards)}; known: {', '.join(REWARD_WEIGHTS)}"
-        )
-    for term_name in spec.observations:
-        try:
-            obs_term(term_name, n)
-        except ValueError as e:
-            raise RobotConfigError(f"{src}: {e}") from None
     if spec.decimation < 1 or spec.sim_dt <= 0:
         raise RobotConfigError(f"{src}: decimation must be >= 1 and sim_dt > 0")
     if min(spec.torque_limit) <= 0:
@@ -280,6 +250,26 @@ def set_pd_gains(model: mujoco.MjModel, spec: RobotSpec, kp: np.ndarray, kd: np.
     limit = np.asarray(spec.torque_limit)
     model.actuator_forcerange[:, 0] = -strength * limit
     model.actuator_forcerange[:, 1] = strength * limit
+
+
+def pd_torques(
+    spec: RobotSpec,
+    state: dict[str, np.ndarray],
+    targets: np.ndarray,
+    kp: np.ndarray,
+    kd: np.ndarray,
+    strength: np.ndarray,
+) -> np.ndarray:
+    """The torques the actuators of set_pd_gains apply at `state` (batched over envs: kp, kd, strength are [N])."""
+    q, qd = state["joint_pos"], state["joint_vel"]
+    if spec.control_mode == "position":
+        tau = kp[:, None] * (targets - q) - kd[:, None] * qd
+    elif spec.control_mode == "velocity":
+        tau = kd[:, None] * (targets - qd)
+    else:
+        tau = targets
+    limit = np.asarray(spec.torque_limit) * strength[:, None]
+    return np.clip(tau * strength[:, None], -limit, limit)
 
 
 def joint_ranges(spec: RobotSpec) -> tuple[np.ndarray, np.ndarray]:

@@ -1,8 +1,9 @@
-"""The batched digital twin: N copies of one robot stepped together, as a gymnasium VectorEnv.
+"""The batched digital twin: N copies of one robot stepped together on one task, as a gymnasium VectorEnv.
 
 Batch arrays in and out, control decimation (one env-step = `decimation` physics steps), auto-reset in the
 same step (the finished episode's last observation is in info["final_obs"]), domain randomisation per env,
 actuation latency at physics-step resolution, and non-finite actions replaced by the safe action and counted.
+What is observed, rewarded and terminated, the commands and the reset distribution are the task's (sim.tasks).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from gymnasium.vector.utils import batch_space
 
 from sim.backends import make_backend
 from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
-from sim.robot import RobotSpec, load_robot
-from sim.tasks.velocity_tracking import VelocityTrackingTask
+from sim.robot import RobotSpec, load_robot, pd_torques
+from sim.tasks import VelocityTaskConfig, VelocityTrackingTask, load_task
 
 _SNAPSHOT_ARRAYS = ("commands", "actions", "last_actions", "episode_length", "episode_return")
 
@@ -33,18 +34,22 @@ class BatchedTwin(gym.vector.VectorEnv):
         robot: RobotSpec | str | Path,
         num_envs: int = 64,
         seed: int = 0,
+        task: VelocityTaskConfig | str | Path | None = None,
         randomization: RandomizationConfig | None = None,
         backend: str = "mujoco",
         nthread: int | None = None,
         clip_actions: float = 10.0,
         resample_commands: bool = True,
     ):
+        """task: a VelocityTaskConfig or a task YAML; None: the robot's velocity task (sim.tasks.load_task).
+        randomization: replaces the task's. resample_commands=False holds the commands set_commands gives."""
         self.spec = robot if isinstance(robot, RobotSpec) else load_robot(robot)
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.num_envs = num_envs
-        self.randomization = self.spec.randomization if randomization is None else randomization
-        self.task = VelocityTrackingTask(self.spec)
+        cfg = task if isinstance(task, VelocityTaskConfig) else load_task(self.spec, task)
+        self.task = VelocityTrackingTask(self.spec, cfg)
+        self.randomization = cfg.randomization if randomization is None else randomization
         self.backend = make_backend(backend, self.spec, num_envs, nthread=nthread)
         self.clip_actions = clip_actions
         self.resample_commands = resample_commands
@@ -55,8 +60,7 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
 
-        self.max_episode_steps = int(round(spec.episode_length_s / spec.control_dt))
-        self.resample_steps = max(1, int(round(spec.command_resample_s / spec.control_dt)))
+        self.max_episode_steps = int(round(self.task.cfg.episode_length_s / spec.control_dt))
         r = self.randomization
         self.push_steps = int(round(r.push_interval_s / spec.control_dt)) if r.enabled and r.push_interval_s > 0 else 0
         max_latency = int(math.ceil(r.latency_s[1] / spec.sim_dt)) if r.enabled else 0
@@ -103,7 +107,8 @@ class BatchedTwin(gym.vector.VectorEnv):
         terminated = self.task.terminated(state) | fault
         truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
 
-        torques = self.task.torques(
+        torques = pd_torques(
+            spec,
             state,
             self._target_history[0],
             spec.kp * self.params.kp_scale,
@@ -252,22 +257,7 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.params.assign(ids, params)
         self.backend.set_params(ids, params)
         self.backend.reset(ids)
-        yaw = self.rng.uniform(-np.pi, np.pi, k)
-        quat = np.stack([np.cos(yaw / 2), np.zeros(k), np.zeros(k), np.sin(yaw / 2)], axis=1)
-        pos = np.zeros((k, 3))
-        pos[:, 2] = spec.base_height
-        joint_pos = np.tile(np.asarray(spec.default_pose), (k, 1))
-        if spec.control_mode == "position":
-            joint_pos += self.rng.uniform(-0.1, 0.1, joint_pos.shape)
-        self.backend.set_state(
-            ids,
-            pos,
-            quat,
-            self.rng.uniform(-0.05, 0.05, (k, 3)),
-            self.rng.uniform(-0.05, 0.05, (k, 3)),
-            joint_pos,
-            np.zeros_like(joint_pos),
-        )
+        self.backend.set_state(ids, *self.task.reset_state(k, self.rng))
         self.actions[ids] = 0.0
         self.last_actions[ids] = 0.0
         self._target_history[:, ids] = self._targets(np.zeros((k, spec.num_actions)))
@@ -276,20 +266,14 @@ class BatchedTwin(gym.vector.VectorEnv):
         for v in self.episode_terms.values():
             v[ids] = 0.0
         if self.resample_commands:
-            self.commands[ids] = self._sample_commands(k)
-
-    def _sample_commands(self, k: int) -> np.ndarray:
-        lim = self.spec.command_limits
-        cmd = self.rng.uniform(lim.low(), lim.high(), (k, 3))
-        cmd[self.rng.random(k) < 0.1] = 0.0  # some envs learn to stand still
-        return cmd
+            self.commands[ids] = self.task.commands.sample(k, self.rng)
 
     def _advance_commands_and_pushes(self, done: np.ndarray) -> None:
         live = ~done
         if self.resample_commands:
-            due = np.flatnonzero(live & (self.episode_length % self.resample_steps == 0))
+            due = np.flatnonzero(live & self.task.commands.due(self.episode_length))
             if due.size:
-                self.commands[due] = self._sample_commands(due.size)
+                self.commands[due] = self.task.commands.sample(due.size, self.rng)
         if self.push_steps:
             due = np.flatnonzero(live & (self.episode_length % self.push_steps == 0))
             if due.size:

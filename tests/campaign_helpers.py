@@ -15,8 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from edge.fileio import atomic_write_bytes, sha256_bytes
 from edge.manifest import INPUT_NAME, ONNX_FILE, OUTPUT_NAME, build_manifest, write_manifest
-from edge.observation import obs_term
 from sim.robot import joint_target_limits, load_robot
+from sim.tasks import load_task
 
 TINY_CAMPAIGN = {
     "name": "tiny",
@@ -62,7 +62,7 @@ def export_rover_policy(out_dir: str | Path, gain: float = 1.0) -> Path:
     data = model.SerializeToString()
     manifest = build_manifest(
         spec.to_dict(),
-        [obs_term(t, spec.num_actions) for t in spec.observations],
+        load_task(spec).obs_terms(spec.num_actions),
         onnx_sha256=sha256_bytes(data),
         run_id=f"linear-rover-gain{gain:g}",
         opset=OPSET,

@@ -19,6 +19,7 @@ from edge.observation import obs_term
 from edge.runtime import OnnxRuntimePolicy, load_policy
 from edge.tensorrt_runtime import TRT_NEEDS, tensorrt_unavailable_reason
 from sim.robot import build_model, load_robot
+from sim.tasks import load_task
 from training.export import export_policy
 from training.torch_runtime import TorchPolicy
 
@@ -65,8 +66,9 @@ def test_export_round_trip(exported, robot):
 
     loaded = load_manifest(path)
     assert loaded == manifest
-    assert loaded.obs_dim == obs_dim == sum(obs_term(t, num_actions).size for t in spec.observations)
-    assert [t["name"] for t in loaded.observation["terms"]] == list(spec.observations)
+    observations = list(load_task(spec).observations)
+    assert loaded.obs_dim == obs_dim == sum(obs_term(t, num_actions).size for t in observations)
+    assert [t["name"] for t in loaded.observation["terms"]] == observations
     assert loaded.joint_names == list(spec.joints)
     assert loaded.robot == {"name": robot, "asset": spec.mjcf.name, "asset_sha256": spec.asset_sha256}
     assert loaded.policy["sha256"] == sha256_file(path / ONNX_FILE)
@@ -203,7 +205,7 @@ def test_wrong_observation_size_is_one_clear_error(exported):
 
 def test_export_refuses_unbounded_actions_and_wrong_output_size(tmp_path):
     spec = load_robot("rover")
-    terms = [obs_term(t, 2) for t in spec.observations]
+    terms = load_task(spec).obs_terms(2)
     actor = random_actor(16, 2, (8,))
     with pytest.raises(ValueError, match="no action limit for joint"):
         export_policy(actor, spec.to_dict(), terms, tmp_path, run_id="x")

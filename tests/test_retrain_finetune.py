@@ -63,7 +63,7 @@ def test_randomisation_centred_on_identified_values():
     try:
         r = runner.env.twin.randomization
         assert r.payload_kg == pytest.approx((2.5, 3.5)) and r.latency_s == pytest.approx((0.05, 0.07))
-        assert r.friction == runner.spec.randomization.friction  # not identified: the robot YAML's range
+        assert r.friction == runner.task.randomization.friction  # not identified: the task YAML's range
         runner.evaluate()
         assert runner.evaluator.twin.randomization == r  # the threshold is judged on the same physics
         # the twin draws inside the centred ranges

@@ -1,4 +1,5 @@
-"""Bring-your-own robot (MJCF + short YAML) and the errors a user sees for bad robot files."""
+"""Bring-your-own robot (MJCF + short YAML, optionally its own task YAML) and the errors a user sees for bad robot
+files."""
 
 import subprocess
 import sys
@@ -60,7 +61,6 @@ def write_user_robot(tmp_path: Path, **overrides) -> Path:
         "sim_dt": 0.004,
         "decimation": 5,
         "command_limits": {"vx": [-0.3, 0.3], "wz": [-0.5, 0.5]},
-        "termination": {"min_base_height": 0.06},
         **overrides,
     }
     path = tmp_path / "crawler.yaml"
@@ -68,12 +68,24 @@ def write_user_robot(tmp_path: Path, **overrides) -> Path:
     return path
 
 
+# the crawler's own task: a lower fall height than the default task's 0.1 m, slower commands than its envelope
+USER_TASK = """
+episode_length_s: 5.0
+commands: {resample_s: 2.0, ranges: {vx: [-0.2, 0.2]}}
+terminations:
+  base_too_low: {params: {min_base_height: 0.06}}
+"""
+
+
 def test_user_robot_gives_a_working_twin(tmp_path):
     spec = load_robot(write_user_robot(tmp_path))
     assert spec.num_actions == 8 and spec.control_dt == pytest.approx(0.02)
-    twin = BatchedTwin(spec, num_envs=4, seed=0)
+    (tmp_path / "crawler_task.yaml").write_text(USER_TASK)
+    twin = BatchedTwin(spec, num_envs=4, seed=0, task=tmp_path / "crawler_task.yaml")
+    assert twin.task.cfg.min_base_height == 0.06 and twin.max_episode_steps == 250
     obs, _ = twin.reset()
     assert obs.shape == (4, 12 + 3 * 8)
+    assert np.all(np.abs(twin.commands[:, 0]) <= 0.2) and np.all(twin.commands[:, 1] == 0.0)
     controller = StandController(twin)
     falls = 0
     for _ in range(100):  # 2 s standing under PD
@@ -107,9 +119,9 @@ def test_malformed_mjcf_is_named(tmp_path):
         ({"control_mode": "impedance"}, "control_mode 'impedance'"),
         ({"command_limits": {"vx": [1.0, -1.0]}}, "command_limits.vx low 1.0 exceeds high"),
         ({"mjcf": "nowhere.xml"}, "MJCF nowhere.xml not found"),
-        ({"wheel_radius": 0.1}, "unknown key\\(s\\) wheel_radius"),
-        ({"observations": ["lidar"]}, "unknown observation term 'lidar'"),
-        ({"rewards": {"style": 1.0}}, "unknown reward term\\(s\\) style"),
+        ({"wheel_radius": 0.1}, "unknown key\\(s\\) wheel_radius$"),
+        ({"rewards": {"torques": -1.0}}, "unknown key\\(s\\) rewards \\(rewards: the task's now"),
+        ({"termination": {}, "episode_length_s": 5}, "episode_length_s, termination: the task's now"),
         ({"torque_limit": [1.0, float("nan")] * 4}, "torque_limit holds a non-finite value"),
     ],
 )

@@ -61,7 +61,7 @@ def twin_tracking(artifact, script, duration: float) -> dict:
             [(k + 1) * dt, *command_at(script, (k + 1) * dt), lin[0, 0], lin[0, 1], ang[0, 2], state["base_pos"][0, 2]]
         )
     twin.close()
-    return tracking_kpis(np.array(samples), dt, twin.spec.termination.min_base_height)
+    return tracking_kpis(np.array(samples), dt, twin.task.cfg.min_base_height)
 
 
 def test_trained_policy_tracks_a_cmd_vel_step_over_ros_as_in_the_twin(trained_rover, tmp_path):

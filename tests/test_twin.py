@@ -1,4 +1,8 @@
-"""The batched MuJoCo twin: shapes, auto-reset, determinism, randomisation, physical sanity, bad input."""
+"""The batched MuJoCo twin: shapes, auto-reset, determinism, randomisation, physical sanity, bad input, and the
+rewards and observations pinned to what the twin gave before the task had its own config."""
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -6,6 +10,7 @@ import pytest
 from sim.controllers import DiffDriveController, StandController
 from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
 from sim.robot import load_robot
+from sim.tasks import load_task
 from sim.twin import BatchedTwin
 
 NOMINAL = RandomizationConfig(enabled=False)
@@ -28,6 +33,95 @@ def test_shapes_and_spaces(robot):
     assert set(info["reward_terms"]) >= {"tracking_lin_vel", "tracking_ang_vel", "action_rate"}
     assert all(v.shape == (8,) for v in info["reward_terms"].values())
     assert np.allclose(rew, np.sum(list(info["reward_terms"].values()), axis=0), atol=1e-6)
+    twin.close()
+
+
+# Computed by the twin before the robot/task split (commit 114cb75): BatchedTwin(robot, num_envs=2, seed=0), five
+# steps of np.random.default_rng(0).uniform(-1, 1) actions, randomisation on. Terms: weight * control_dt included.
+PINNED = {
+    "quadruped": {
+        "terms": {
+            "tracking_lin_vel": [0.0036533829136243907, 0.0010134074006618022],
+            "tracking_ang_vel": [0.008339385396276202, 0.0002461482723950802],
+            "lin_vel_z": [-0.0011026771994797314, -0.0038096613119210977],
+            "orientation": [-3.475503409191936e-05, -2.0432379014023813e-05],
+            "torques": [-0.00012558278167333473, -9.499833581981671e-06],
+            "joint_acc": [-0.0006295696077376473, -0.004567363406994286],
+            "action_rate": [-0.0012040419381119413, -0.0034882367437468398],
+        },
+        "reward": [0.008833125233650208, -0.013522975146770477],
+        # env 0: base_lin_vel, base_ang_vel, projected_gravity, velocity_command (scaled, with noise)
+        "obs": [
+            -0.1505870670080185,
+            0.15211139619350433,
+            -0.1846933811903,
+            -0.01941175013780594,
+            -0.06194307282567024,
+            0.14441204071044922,
+            -0.019429728388786316,
+            -0.03400084376335144,
+            -1.0210436582565308,
+            1.1483932733535767,
+            -0.5212610960006714,
+            0.1882421225309372,
+        ],
+        "commands": [
+            [0.5741966149773667, -0.26063055700704785, 0.7529684616214076],
+            [-0.8828639303896113, -0.16388293945433963, -0.6994410662103219],
+        ],
+    },
+    "rover": {
+        "terms": {
+            "tracking_lin_vel": [0.0005998802672918252, 0.01099682672523625],
+            "tracking_ang_vel": [0.00018119843601170055, 0.008643625742485546],
+            "ang_vel_xy": [-0.00015039585300553816, -3.2517600275289525e-05],
+            "torques": [-3.4998354546185767e-06, -1.574429742762292e-05],
+            "joint_acc": [-0.00020970629868326444, -0.0014063570080889852],
+            "action_rate": [-0.00020637681380846856, -0.00019670085835689198],
+        },
+        "reward": [0.0002078683173749596, 0.017887435853481293],
+        "obs": [
+            0.3090064227581024,
+            0.03792430832982063,
+            -0.17994162440299988,
+            -0.033431269228458405,
+            -0.02777576632797718,
+            -0.10219214856624603,
+            -0.015390915796160698,
+            -0.029995959252119064,
+            -0.9827430844306946,
+            1.9888397455215454,
+            0.0,
+            0.1391564905643463,
+        ],
+        "commands": [[0.994419871578422, 0.0, 0.5566259534420839], [0.3009185525356326, 0.0, -0.33323572806268853]],
+    },
+}
+
+
+def test_rewards_observations_and_commands_match_the_pinned_values(robot):
+    twin = BatchedTwin(robot, num_envs=2, seed=0)
+    twin.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        obs, rew, _, _, info = twin.step(rng.uniform(-1, 1, (2, twin.spec.num_actions)))
+    pinned = PINNED[robot]
+    assert list(info["reward_terms"]) == [  # the order they are summed in
+        "tracking_lin_vel",
+        "tracking_ang_vel",
+        "lin_vel_z",
+        "ang_vel_xy",
+        "orientation",
+        "torques",
+        "joint_acc",
+        "action_rate",
+        "termination",
+    ]
+    for name, values in pinned["terms"].items():
+        np.testing.assert_allclose(info["reward_terms"][name], values, rtol=1e-9, err_msg=name)
+    np.testing.assert_allclose(rew, pinned["reward"], rtol=1e-6)  # float32
+    np.testing.assert_allclose(obs[0, :12], pinned["obs"], rtol=1e-6)
+    np.testing.assert_allclose(twin.commands, pinned["commands"], rtol=1e-12)
     twin.close()
 
 
@@ -85,13 +179,14 @@ def test_fall_terminates_and_resets_only_that_env():
     _, rew, term, trunc, info = twin.step(np.zeros((2, 12)))
     assert term.tolist() == [True, False]
     assert info["episode"]["env_ids"].tolist() == [0]
-    assert info["reward_terms"]["termination"][0] < 0 and info["reward_terms"]["termination"][1] == 0
+    assert info["reward_terms"]["termination"][0] == pytest.approx(-5.0 * twin.spec.control_dt)  # weight * dt
+    assert info["reward_terms"]["termination"][1] == 0
     assert twin.backend.state()["base_pos"][0, 2] == pytest.approx(twin.spec.base_height)
 
 
 def test_randomisation_stays_in_its_ranges():
     spec = load_robot("quadruped")
-    cfg = spec.randomization
+    cfg = load_task(spec).randomization
     params = sample_params(cfg, 2000, spec.sim_dt, np.random.default_rng(0))
     for name in ("friction", "payload_kg", "motor_strength", "kp_scale", "kd_scale"):
         lo, hi = getattr(cfg, name)
@@ -199,3 +294,12 @@ def test_wrong_action_shape_is_named():
 def test_unknown_backend_is_named():
     with pytest.raises(ValueError, match="unknown twin backend 'bullet'"):
         BatchedTwin("rover", num_envs=1, backend="bullet")
+
+
+def test_sim_package_face_imports_on_first_use():
+    code = (
+        "import sys, sim.errors; assert 'mujoco' not in sys.modules, 'mujoco imported';"
+        "from sim import *; import sim; assert all(getattr(sim, n) for n in sim.__all__);"
+        "assert BatchedTwin.__module__ == 'sim.twin' and load_task.__module__ == 'sim.tasks.loader'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

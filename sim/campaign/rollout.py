@@ -25,7 +25,8 @@ from sim.campaign.config import COMMAND_AXIS, CampaignConfig
 from sim.campaign.matrix import BatchJob, Scenario
 from sim.kpis import ACTION_TOL, RobotLimits, Trajectory, episode_kpis
 from sim.randomization import PhysicsParams, RandomizationConfig
-from sim.robot import RobotSpec, joint_ranges
+from sim.robot import RobotSpec, joint_ranges, pd_torques
+from sim.tasks import load_task
 from sim.twin import BatchedTwin
 
 TRACE_POINTS = 250  # a stored trajectory keeps at most this many points per channel (report plots)
@@ -71,11 +72,12 @@ def _policy(files: ArtifactFiles, runtime: str, max_batch: int) -> Policy:
 def check_compatible(manifest: Manifest, spec: RobotSpec) -> None:
     """Refuse to validate an artifact on a robot whose joints, observations or control period differ."""
     terms = [t["name"] for t in manifest.observation["terms"]]
+    observations = list(load_task(spec).observations)
     problems = []
     if manifest.joint_names != list(spec.joints):
         problems.append(f"joints {manifest.joint_names} vs {list(spec.joints)}")
-    if terms != list(spec.observations):
-        problems.append(f"observation terms {terms} vs {list(spec.observations)}")
+    if terms != observations:
+        problems.append(f"observation terms {terms} vs {observations}")
     if abs(manifest.control_period - spec.control_dt) > 1e-9 or manifest.control["mode"] != spec.control_mode:
         problems.append("control mode or period")
     if problems:
@@ -86,11 +88,11 @@ def check_compatible(manifest: Manifest, spec: RobotSpec) -> None:
 
 
 def robot_limits(spec: RobotSpec) -> RobotLimits:
-    """Joint ranges from the MJCF (every control mode), torque limits and fall criterion from the YAML."""
+    """Joint ranges from the MJCF (every control mode), torque limits from the robot YAML, fall criterion from
+    its task (the twin's terminations)."""
     low, high = joint_ranges(spec)
-    return RobotLimits(
-        low, high, np.asarray(spec.torque_limit), spec.termination.max_tilt_rad, spec.termination.min_base_height
-    )
+    task = load_task(spec)
+    return RobotLimits(low, high, np.asarray(spec.torque_limit), task.max_tilt_rad, task.min_base_height)
 
 
 def _twin_randomization(cfg: CampaignConfig, job: BatchJob) -> RandomizationConfig:
@@ -177,7 +179,7 @@ def run_batch(
         rec["lin"][:, t], rec["ang"][:, t] = lin, ang
         rec["grav"][:, t] = projected_gravity(state["base_quat"])
         rec["q"][:, t], rec["qd"][:, t] = state["joint_pos"], state["joint_vel"]
-        rec["tau"][:, t] = twin.task.torques(state, targets, kp, kd, params.motor_strength)
+        rec["tau"][:, t] = pd_torques(spec, state, targets, kp, kd, params.motor_strength)
         rec["raw"][:, t], rec["act"][:, t] = raw, act
         height[:, t] = state["base_pos"][:, 2]
         fell[:, t] = down

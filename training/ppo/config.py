@@ -137,7 +137,7 @@ class PPOConfig:
             raise ConfigError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
 
     def randomization_config(self, base: RandomizationConfig) -> RandomizationConfig:
-        """`base` (the robot YAML's randomisation) with randomization_ranges on top; nominal when disabled."""
+        """`base` (the task's randomisation) with randomization_ranges on top; nominal when disabled."""
         if not self.randomization:
             return base.nominal()
         if not self.randomization_ranges:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from sim.robot import RobotSpec
+from sim.tasks import load_task
 from sim.twin import BatchedTwin
 from training.ppo.config import PPOConfig
 
@@ -35,18 +36,20 @@ class EvalResult:
 
 class TrackingEvaluator:
     def __init__(self, cfg: PPOConfig, spec: RobotSpec, nthread: int | None = None):
-        randomization = cfg.randomization_config(spec.randomization)
+        task = load_task(spec)
+        randomization = cfg.randomization_config(task.randomization)
         self.command = cfg.eval_command
         self.threshold = cfg.threshold
         self.twin = BatchedTwin(
             spec,
             cfg.eval_envs,
             seed=EVAL_SEED,
+            task=task,
             randomization=randomization,
             nthread=nthread,
             resample_commands=self.command is None,
         )
-        self.steps = max(1, int(round((cfg.eval_seconds or spec.episode_length_s) / spec.control_dt)))
+        self.steps = max(1, int(round((cfg.eval_seconds or task.episode_length_s) / spec.control_dt)))
 
     def __call__(self, policy: Callable[[np.ndarray], np.ndarray]) -> EvalResult:
         twin = self.twin

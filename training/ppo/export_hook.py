@@ -14,6 +14,7 @@ from rsl_rl.models import MLPModel
 from tensordict import TensorDict
 
 from sim.robot import joint_target_limits, load_robot
+from sim.tasks import load_task
 from training.ppo.checkpoint import checkpoint_in, load_checkpoint
 from training.ppo.config import PPOConfig
 from training.ppo.models import build_actor
@@ -37,7 +38,7 @@ def export_run(run_dir: Path, out: Path | None = None) -> Path:
     export_policy(
         actor_from_checkpoint(state),
         spec.to_dict(),
-        None,
+        load_task(spec).obs_terms(spec.num_actions),
         out,
         run_id=run_id,
         target_limits=joint_target_limits(spec),

@@ -23,6 +23,7 @@ from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
 from sim.robot import load_robot
+from sim.tasks import load_task
 from sim.twin import BatchedTwin
 from training.errors import TrainingDiverged
 from training.ppo.checkpoint import checkpoint_in, checkpoint_path, load_checkpoint, save_checkpoint
@@ -72,11 +73,13 @@ class PPORunner:
         self.show_progress = show_progress
         torch.set_num_threads(cfg.torch_threads)
         self.spec = load_robot(cfg.robot)
+        self.task = load_task(self.spec)
         twin = BatchedTwin(
             self.spec,
             cfg.num_envs // world_size,
             seed=worker_seed(cfg.seed, rank),
-            randomization=cfg.randomization_config(self.spec.randomization),
+            task=self.task,
+            randomization=cfg.randomization_config(self.task.randomization),
             nthread=cfg.nthread,
         )
         self.env = TwinVecEnv(twin, self.device)

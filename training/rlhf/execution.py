@@ -53,15 +53,15 @@ class TwinExecutor:
 
     def _run(self, plans: list[Plan]) -> list[Execution]:
         from sim.controllers import DiffDriveController
+        from sim.tasks import load_task
         from sim.twin import BatchedTwin
 
         n, dt = len(plans), self.spec.control_dt
         durations = np.array([sum(s.duration_s for s in p) for p in plans])
         steps = int(np.ceil((durations.max() + self.settle_s) / dt))
-        spec = dataclasses.replace(
-            self.spec, episode_length_s=steps * dt + 1.0, randomization=self.spec.randomization.nominal()
-        )
-        twin = BatchedTwin(spec, num_envs=n, seed=self.seed, resample_commands=False, nthread=1)
+        task = load_task(self.spec)
+        task = dataclasses.replace(task, episode_length_s=steps * dt + 1.0, randomization=task.randomization.nominal())
+        twin = BatchedTwin(self.spec, num_envs=n, seed=self.seed, task=task, resample_commands=False, nthread=1)
         try:
             twin.reset(seed=self.seed)
             state = twin.backend.state()  # start at rest: reset's small random velocities would show up as drift

@@ -1,0 +1,163 @@
+"""The velocity task as a tree of config dataclasses, as mjlab and MuJoCo Playground keep a task apart from its
+robot: observation, reward and termination terms (each a function, parameters and, for rewards, a weight),
+the command term, the episode, the reset distribution and domain randomisation.
+
+`default_task(robot)` is legged_gym's flat-terrain task for any robot; config/tasks/velocity_<robot>.yaml
+changes it per robot (sim.tasks.loader). Term functions live in sim.tasks.terms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from edge.observation import DEFAULT_TERMS, ObsTerm, obs_term
+from sim.errors import SimError
+from sim.randomization import RandomizationConfig
+from sim.robot import CommandLimits, RobotSpec
+from sim.tasks.terms import OBSERVATIONS, REWARDS, TERMINATIONS
+
+TermFunc = Callable[..., np.ndarray]  # func(ctx: TermContext, **params)
+
+
+@dataclass(frozen=True)
+class ObservationTerm:
+    func: TermFunc  # -> [N, size], physical units; the name's scale and noise come from edge.observation
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RewardTerm:
+    func: TermFunc  # -> [N]; the reward is func(ctx, **params) * weight * control_dt
+    weight: float
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TerminationTerm:
+    func: TermFunc  # -> [N] bool
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VelocityCommand:
+    resample_s: float = 10.0  # a new command every resample_s of an episode (and at reset)
+    stand_still_share: float = 0.1  # share of the draws set to zero
+    ranges: CommandLimits | None = None  # within the robot's command_limits; None: all of them
+
+
+@dataclass(frozen=True)
+class ResetConfig:
+    joint_pos_noise: float = 0.1  # rad, uniform around the default pose (position-controlled robots only)
+    base_velocity_noise: float = 0.05  # m/s and rad/s, uniform on each base velocity axis
+    # the base starts level at the robot's base_height with a uniformly random heading
+
+
+@dataclass(frozen=True)
+class VelocityTaskConfig:
+    observations: dict[str, ObservationTerm]  # policy input in this order (the manifest's layout)
+    rewards: dict[str, RewardTerm]  # info["reward_terms"] in this order; a zero weight turns a term off
+    terminations: dict[str, TerminationTerm]  # an env terminates when any term is True
+    commands: VelocityCommand = field(default_factory=VelocityCommand)
+    episode_length_s: float = 20.0  # then the episode is truncated
+    reset: ResetConfig = field(default_factory=ResetConfig)
+    randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+
+    def obs_terms(self, num_joints: int) -> list[ObsTerm]:
+        """The observation layout (name, size, scale, noise, ROS source per term) the exported manifest records."""
+        return [obs_term(name, num_joints) for name in self.observations]
+
+    # The fall criterion of the terminations, for the KPIs that score falls the way the twin terminates.
+    @property
+    def min_base_height(self) -> float:
+        """base_too_low's min_base_height; -inf without that term."""
+        return _fall_param(self, TERMINATIONS["base_too_low"], "min_base_height", -math.inf)
+
+    @property
+    def max_tilt_rad(self) -> float:
+        """tilted's max_tilt_rad; pi (no tilt terminates) without that term."""
+        return _fall_param(self, TERMINATIONS["tilted"], "max_tilt_rad", math.pi)
+
+
+def _fall_param(cfg: VelocityTaskConfig, func: TermFunc, key: str, absent: float) -> float:
+    return next((float(t.params[key]) for t in cfg.terminations.values() if t.func is func), absent)
+
+
+def default_task(robot: RobotSpec) -> VelocityTaskConfig:
+    """legged_gym's flat-terrain base-velocity task: observations by control mode (edge.observation.DEFAULT_TERMS),
+    commands over the robot's whole command envelope."""
+    r = REWARDS
+    return VelocityTaskConfig(
+        observations={name: ObservationTerm(OBSERVATIONS[name]) for name in DEFAULT_TERMS[robot.control_mode]},
+        rewards={
+            "tracking_lin_vel": RewardTerm(r["tracking_lin_vel"], 1.0, {"sigma": 0.25}),
+            "tracking_ang_vel": RewardTerm(r["tracking_ang_vel"], 0.5, {"sigma": 0.25}),
+            "lin_vel_z": RewardTerm(r["lin_vel_z"], -2.0),
+            "ang_vel_xy": RewardTerm(r["ang_vel_xy"], -0.05),
+            "orientation": RewardTerm(r["orientation"], -1.0),
+            "torques": RewardTerm(r["torques"], -1e-5),
+            "joint_acc": RewardTerm(r["joint_acc"], -2.5e-7),
+            "action_rate": RewardTerm(r["action_rate"], -0.01),
+            "termination": RewardTerm(r["termination"], -5.0),  # -5 * control_dt per fall
+        },
+        terminations={
+            "base_too_low": TerminationTerm(TERMINATIONS["base_too_low"], {"min_base_height": 0.1}),
+            "tilted": TerminationTerm(TERMINATIONS["tilted"], {"max_tilt_rad": 1.0}),
+        },
+    )
+
+
+def check_task(cfg: VelocityTaskConfig, robot: RobotSpec, source: str) -> VelocityTaskConfig:
+    """`cfg` when it gives a working task for `robot`; otherwise a SimError that names `source` and the field."""
+    for name, term in cfg.observations.items():
+        try:
+            obs_term(name, robot.num_actions)
+        except ValueError as e:
+            raise SimError(f"{source}: observations: {e}") from None
+        _check_params(term.func, term.params, f"{source}: observations.{name}")
+    for name, term in cfg.rewards.items():
+        if not math.isfinite(term.weight):
+            raise SimError(f"{source}: rewards.{name}.weight must be finite, got {term.weight}")
+        _check_params(term.func, term.params, f"{source}: rewards.{name}")
+    for name, term in cfg.terminations.items():
+        _check_params(term.func, term.params, f"{source}: terminations.{name}")
+    c = cfg.commands
+    if not c.resample_s > 0 or not 0.0 <= c.stand_still_share <= 1.0:
+        raise SimError(f"{source}: commands.resample_s must be > 0 and commands.stand_still_share in [0, 1]")
+    if c.ranges is not None:
+        for axis in ("vx", "vy", "wz"):
+            (lo, hi), (lim_lo, lim_hi) = getattr(c.ranges, axis), getattr(robot.command_limits, axis)
+            if lo < lim_lo or hi > lim_hi:
+                raise SimError(
+                    f"{source}: commands.ranges.{axis} [{lo}, {hi}] is outside robot {robot.name!r}'s "
+                    f"command_limits.{axis} [{lim_lo}, {lim_hi}]"
+                )
+    if not cfg.episode_length_s > 0:
+        raise SimError(f"{source}: episode_length_s must be > 0, got {cfg.episode_length_s}")
+    if min(dataclasses.astuple(cfg.reset)) < 0:
+        raise SimError(f"{source}: reset noise widths must be non-negative, got {cfg.reset}")
+    return cfg
+
+
+def _check_params(func: TermFunc, params: dict, where: str) -> None:
+    if not callable(func):
+        raise SimError(f"{where}: func must be callable, got {func!r}")
+    accepted = list(inspect.signature(func).parameters.values())[1:]  # the first is the TermContext
+    if any(p.kind is p.VAR_KEYWORD for p in accepted):
+        return
+    names = [p.name for p in accepted]
+    problems = []
+    unknown = sorted(set(params) - set(names))
+    if unknown:
+        problems.append(f"unknown {', '.join(unknown)}")
+    missing = [p.name for p in accepted if p.default is p.empty and p.name not in params]
+    if missing:
+        problems.append(f"missing {', '.join(missing)}")
+    if problems:
+        raise SimError(f"{where}.params: {'; '.join(problems)} ({func.__name__} takes: {', '.join(names) or 'none'})")

@@ -1,0 +1,44 @@
+"""Observation terms: func(ctx, **params) -> [N, size] in physical units. Size, scale, noise width and ROS
+source of each name are edge.observation's (the manifest's layout and what policy_node builds on the robot),
+so a new term goes into edge.observation.obs_term's table as well as into OBSERVATIONS here."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.tasks.terms.context import TermContext
+
+
+def base_lin_vel(ctx: TermContext) -> np.ndarray:
+    return ctx.base_lin_vel
+
+
+def base_ang_vel(ctx: TermContext) -> np.ndarray:
+    return ctx.base_ang_vel
+
+
+def projected_gravity(ctx: TermContext) -> np.ndarray:
+    return ctx.projected_gravity
+
+
+def velocity_command(ctx: TermContext) -> np.ndarray:
+    return ctx.commands
+
+
+def joint_pos(ctx: TermContext) -> np.ndarray:
+    """Joint positions relative to the default pose."""
+    return ctx.state["joint_pos"] - np.asarray(ctx.robot.default_pose)
+
+
+def joint_vel(ctx: TermContext) -> np.ndarray:
+    return ctx.state["joint_vel"]
+
+
+def last_action(ctx: TermContext) -> np.ndarray:
+    return ctx.actions
+
+
+OBSERVATIONS = {
+    f.__name__: f
+    for f in (base_lin_vel, base_ang_vel, projected_gravity, velocity_command, joint_pos, joint_vel, last_action)
+}

@@ -1,0 +1,163 @@
+"""The velocity task apart from the robot: the task YAMLs, their one reader and its errors, and the twin on a task
+given as a YAML or as Python terms."""
+
+import dataclasses
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sim.errors import SimError
+from sim.randomization import RandomizationConfig
+from sim.robot import load_robot
+from sim.tasks import RewardTerm, default_task, load_task, task_path
+from sim.tasks.terms import REWARDS, TermContext
+from sim.twin import BatchedTwin
+
+NOMINAL = RandomizationConfig(enabled=False)
+
+
+@pytest.fixture(scope="module")
+def quadruped():
+    return load_robot("quadruped")
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "task.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_each_robot_has_its_task_yaml_and_it_is_read():
+    quad, rover = load_robot("quadruped"), load_robot("rover")
+    assert task_path(quad).name == "velocity_quadruped.yaml" and task_path(rover).name == "velocity_rover.yaml"
+    q, r = load_task(quad), load_task(rover)
+    assert (q.min_base_height, q.max_tilt_rad, q.episode_length_s, q.commands.resample_s) == (0.18, 1.0, 20.0, 10.0)
+    assert (r.min_base_height, r.max_tilt_rad, r.episode_length_s, r.commands.resample_s) == (0.05, 0.8, 10.0, 5.0)
+    assert list(r.observations) == [
+        "base_lin_vel",
+        "base_ang_vel",
+        "projected_gravity",
+        "velocity_command",
+        "joint_vel",
+        "last_action",
+    ]
+    # apart from the fall heights (and the rover's shorter episodes), both are the default legged_gym task
+    assert q == dataclasses.replace(default_task(quad), terminations=q.terminations)
+    assert q.rewards == default_task(quad).rewards == r.rewards
+
+
+def test_robot_does_not_import_the_tasks():
+    code = "import sys, sim.robot; assert not any(m.startswith('sim.tasks') for m in sys.modules), 'imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_weights_params_and_dropped_terms_change_what_the_twin_reports(tmp_path, quadruped):
+    path = write(
+        tmp_path,
+        "rewards:\n"
+        "  lin_vel_z: {weight: -4.0}\n"
+        "  tracking_lin_vel: {params: {sigma: 0.5}}\n"
+        "  torques: null\n"
+        "  termination: {weight: 0.0}\n",
+    )
+    task = load_task(quadruped, path)
+    assert task.rewards["tracking_lin_vel"].weight == 1.0 and task.rewards["tracking_lin_vel"].params == {"sigma": 0.5}
+    assert "torques" not in task.rewards and task.min_base_height == 0.1  # the rest: default_task's
+
+    def first_step(task_arg):
+        twin = BatchedTwin(quadruped, num_envs=3, seed=5, task=task_arg, randomization=NOMINAL)
+        twin.reset()
+        _, rew, _, _, info = twin.step(np.full((3, 12), 0.5))
+        return rew, info["reward_terms"]
+
+    base_rew, base = first_step(None)
+    rew, terms = first_step(path)
+    assert set(base) - set(terms) == {"torques", "termination"}  # dropped, and turned off by a zero weight
+    np.testing.assert_allclose(terms["lin_vel_z"], 2.0 * base["lin_vel_z"])
+    assert not np.allclose(terms["tracking_lin_vel"], base["tracking_lin_vel"])
+    np.testing.assert_allclose(rew, np.sum(list(terms.values()), axis=0), atol=1e-6)
+
+
+def test_a_term_written_in_python_is_rewarded(quadruped):
+    def height(ctx: TermContext, target: float) -> np.ndarray:
+        return -np.abs(ctx.state["base_pos"][:, 2] - target)
+
+    task = load_task(quadruped)
+    task = dataclasses.replace(task, rewards={**task.rewards, "height": RewardTerm(height, 2.0, {"target": 0.3})})
+    twin = BatchedTwin(quadruped, num_envs=2, seed=0, task=task, randomization=NOMINAL)
+    twin.reset()
+    _, rew, _, _, info = twin.step(np.zeros((2, 12)))
+    z = twin.backend.state()["base_pos"][:, 2]
+    assert list(info["reward_terms"])[-1] == "height"
+    np.testing.assert_allclose(info["reward_terms"]["height"], -np.abs(z - 0.3) * 2.0 * quadruped.control_dt)
+    np.testing.assert_allclose(rew, np.sum(list(info["reward_terms"].values()), axis=0), atol=1e-6)
+
+
+def test_stand_still_share_and_ranges_shape_the_commands(tmp_path, quadruped):
+    def commands(text):
+        twin = BatchedTwin(quadruped, num_envs=400, seed=1, task=write(tmp_path, text), randomization=NOMINAL)
+        twin.reset()
+        return twin.commands
+
+    still = commands("commands: {stand_still_share: 1.0}")
+    assert np.all(still == 0.0)
+    moving = commands("commands: {stand_still_share: 0.0, ranges: {vx: [0.2, 0.6]}}")
+    assert np.all((moving[:, 0] >= 0.2) & (moving[:, 0] <= 0.6))
+    assert moving[:, 1].min() < -0.4 and moving[:, 1].max() > 0.4  # vy left out: the robot's whole [-0.5, 0.5]
+    default = commands("{}")
+    assert 0.05 < np.mean(np.all(default == 0.0, axis=1)) < 0.16  # the default tenth stand still
+
+
+def test_resampling_follows_the_task_period(tmp_path, quadruped):
+    twin = BatchedTwin(quadruped, num_envs=2, seed=0, task=write(tmp_path, "commands: {resample_s: 0.1}"))
+    twin.reset()
+    seen = [twin.commands.copy()]
+    for _ in range(10):  # 0.2 s: two redraws at 5 steps each
+        twin.step(np.zeros((2, 12)))
+        seen.append(twin.commands.copy())
+    changed = [t for t in range(1, 11) if not np.array_equal(seen[t], seen[t - 1])]
+    assert changed == [5, 10]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("rewards: {style: {weight: 1.0}}", r"task.yaml: unknown reward term\(s\) style; known: tracking_lin_vel, "),
+        ("rewards: {torques: {wieght: 1.0}}", r"task.yaml: rewards.torques: unknown key\(s\) wieght; known: weight"),
+        ("rewards: {tracking_lin_vel: {params: {sgma: 1}}}", r"rewards.tracking_lin_vel.params: unknown sgma"),
+        ("rewards: {torques: {weight: heavy}}", r"rewards.torques.weight must be a number, got 'heavy'"),
+        ("rewards: {torques: -1.0}", r"rewards.torques must be a mapping"),
+        ("terminations: {fell: {params: {}}}", r"unknown termination term\(s\) fell; known: base_too_low, tilted"),
+        ("terminations: {tilted: {params: {max_tilt_rad: null}}}", r"terminations.tilted.params.max_tilt_rad must be"),
+        ("observations: [base_lin_vel, lidar]", r"unknown observation term\(s\) lidar; known: base_lin_vel, "),
+        ("commands: {ranges: {vx: [-2.0, 1.0]}}", r"commands.ranges.vx \[-2.0, 1.0\] is outside robot 'quadruped'"),
+        ("commands: {ranges: {vz: [0, 1]}}", r"commands.ranges: unknown axis\(es\) vz"),
+        ("commands: {stand_still_share: 2}", r"commands.stand_still_share in \[0, 1\]"),
+        ("commands: {heading: true}", r"commands: unknown key\(s\) heading"),
+        ("randomization: {friction: high}", r"randomization: friction must be a finite \[low, high\]"),
+        ("reset: {yaw: 1.0}", r"reset: unknown key\(s\) yaw"),
+        ("episode_length_s: 0", r"episode_length_s must be > 0"),
+        ("curriculum: {}", r"task.yaml: unknown key\(s\) curriculum; known: observations, rewards"),
+        ("- rewards", r"task.yaml: expected a mapping of task sections"),
+    ],
+)
+def test_bad_task_yaml_is_one_error_naming_the_file_and_field(tmp_path, quadruped, text, message):
+    with pytest.raises(SimError, match=message):
+        load_task(quadruped, write(tmp_path, text))
+
+
+def test_missing_task_file_is_named(tmp_path, quadruped):
+    with pytest.raises(SimError, match="task config .*nowhere.yaml does not exist"):
+        BatchedTwin(quadruped, num_envs=1, task=tmp_path / "nowhere.yaml")
+
+
+def test_a_python_task_is_checked_against_the_robot(quadruped):
+    task = default_task(quadruped)
+    bad = dataclasses.replace(task, rewards={"lin_vel_z": RewardTerm(REWARDS["lin_vel_z"], -1.0, {"scale": 2.0})})
+    with pytest.raises(SimError, match=r"task config: rewards.lin_vel_z.params: unknown scale"):
+        BatchedTwin(quadruped, num_envs=1, task=bad)
+    missing = dataclasses.replace(task, rewards={"t": RewardTerm(REWARDS["tracking_lin_vel"], 1.0)})
+    with pytest.raises(SimError, match=r"rewards.t.params: missing sigma"):
+        BatchedTwin(quadruped, num_envs=1, task=missing)
