@@ -337,6 +337,7 @@ def run_sil(
     from edge.manifest import load_manifest
     from edge.validation import require_validated
     from sim.robot import load_robot
+    from sim.tasks import load_task
 
     manifest = load_manifest(artifact)  # fails early, with the reason, on a bad artifact
     require_validated(manifest, allow_unvalidated, artifact)
@@ -459,7 +460,7 @@ def run_sil(
         "field_twin": field_twin,
         "duration_s": duration,
         "lockstep": lockstep,
-        **tracking_kpis(samples, robot.control_dt, robot.termination.min_base_height),
+        **tracking_kpis(samples, robot.control_dt, load_task(robot).min_base_height),
         "displacement": displacement(samples),
     }
     if script:
