@@ -14,8 +14,8 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
-import yaml
 
+from edge.fileio import read_yaml_mapping
 from edge.resources import config_path
 from sim.errors import RobotConfigError
 
@@ -94,15 +94,36 @@ def _pair(value, where: str) -> tuple[float, float]:
         lo, hi = (float(v) for v in value)
     except (TypeError, ValueError):
         raise RobotConfigError(f"{where} must be a [low, high] pair, got {value!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise RobotConfigError(f"{where} must be finite, got {value!r}")
     if lo > hi:
         raise RobotConfigError(f"{where} low {lo} exceeds high {hi}")
     return lo, hi
 
 
+def _number(raw: dict, key: str, source: str, default: float | None = None, integer: bool = False) -> float:
+    """A finite number (an integer with `integer`) from the YAML mapping, naming the key when it is not one."""
+    value = raw.get(key, default)
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or not np.isfinite(value):
+        raise RobotConfigError(f"{source}: {key} must be a finite {'integer' if integer else 'number'}, got {value!r}")
+    return value
+
+
+def _text(raw: dict, key: str, source: str) -> str:
+    value = raw.get(key)
+    if not isinstance(value, str) or not value:
+        raise RobotConfigError(f"{source}: {key} must be a non-empty string, got {value!r}")
+    return value
+
+
 def _vector(value, key: str, n: int, source: str) -> tuple[float, ...]:
     if np.isscalar(value):
         value = [value] * n
-    arr = np.asarray(value, dtype=float)
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise RobotConfigError(f"{source}: {key} must be a list of {n} numbers (one per joint)") from None
     if arr.shape != (n,):
         raise RobotConfigError(f"{source}: {key} needs {n} values (one per joint), got {arr.size}")
     if not np.all(np.isfinite(arr)):
@@ -128,12 +149,7 @@ def resolve_robot_path(name_or_path: str | Path) -> Path:
 def load_robot(name_or_path: str | Path) -> RobotSpec:
     """Load and validate a robot YAML, checking every name it gives against its MJCF."""
     path = resolve_robot_path(name_or_path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise RobotConfigError(f"{path}: not valid YAML ({e.__class__.__name__})") from None
-    if not isinstance(raw, dict):
-        raise RobotConfigError(f"{path}: expected a mapping at the top level")
+    raw = read_yaml_mapping(path, RobotConfigError, "robot config", "expected a mapping at the top level")
     src = str(path)
     known = {f.name for f in dataclasses.fields(RobotSpec)}
     unknown = sorted(set(raw) - known)
@@ -147,37 +163,39 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
     if missing:
         raise RobotConfigError(f"{src}: missing key(s) {', '.join(missing)}")
 
-    mjcf = Path(raw["mjcf"])
+    mjcf = Path(_text(raw, "mjcf", src))
     if not mjcf.is_absolute():
         mjcf = path.parent / mjcf if (path.parent / mjcf).is_file() else ASSET_DIR / mjcf
     if not mjcf.is_file():
         raise RobotConfigError(f"{src}: MJCF {raw['mjcf']} not found (looked beside the YAML and in {ASSET_DIR})")
 
-    joints = tuple(str(j) for j in raw["joints"] or ())
-    if not joints:
-        raise RobotConfigError(f"{src}: joints is empty")
+    if not isinstance(raw["joints"], list) or not all(isinstance(j, str) and j for j in raw["joints"]):
+        raise RobotConfigError(f"{src}: joints must be a list of joint names, got {raw['joints']!r}")
+    joints = tuple(raw["joints"])
+    if not joints or len(set(joints)) != len(joints):
+        raise RobotConfigError(f"{src}: joints must list distinct joint names")
     n = len(joints)
     mode = raw.get("control_mode", "position")
     if mode not in CONTROL_MODES:
         raise RobotConfigError(f"{src}: control_mode {mode!r} is not one of {', '.join(CONTROL_MODES)}")
     spec = RobotSpec(
-        name=str(raw["name"]),
+        name=_text(raw, "name", src),
         mjcf=mjcf.resolve(),
-        base_body=str(raw["base_body"]),
+        base_body=_text(raw, "base_body", src),
         joints=joints,
         default_pose=_vector(raw["default_pose"], "default_pose", n, src),
-        kp=float(raw["kp"]),
-        kd=float(raw["kd"]),
+        kp=float(_number(raw, "kp", src)),
+        kd=float(_number(raw, "kd", src)),
         torque_limit=_vector(raw["torque_limit"], "torque_limit", n, src),
         control_mode=mode,
-        action_scale=float(raw.get("action_scale", 0.25)),
-        base_height=float(raw.get("base_height", 0.3)),
-        sim_dt=float(raw.get("sim_dt", 0.005)),
-        decimation=int(raw.get("decimation", 4)),
+        action_scale=float(_number(raw, "action_scale", src, 0.25)),
+        base_height=float(_number(raw, "base_height", src, 0.3)),
+        sim_dt=float(_number(raw, "sim_dt", src, 0.005)),
+        decimation=int(_number(raw, "decimation", src, 4, integer=True)),
         command_limits=CommandLimits.from_dict(raw.get("command_limits") or {}, f"{src}: command_limits"),
     )
-    if spec.decimation < 1 or spec.sim_dt <= 0:
-        raise RobotConfigError(f"{src}: decimation must be >= 1 and sim_dt > 0")
+    if spec.decimation < 1 or spec.sim_dt <= 0 or spec.action_scale <= 0 or spec.kp < 0 or spec.kd < 0:
+        raise RobotConfigError(f"{src}: decimation must be >= 1, sim_dt and action_scale > 0, kp and kd >= 0")
     if min(spec.torque_limit) <= 0:
         raise RobotConfigError(f"{src}: torque_limit must be positive")
     build_model(spec)  # fails here, with the name of what is wrong, rather than deep inside a rollout

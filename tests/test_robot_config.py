@@ -136,7 +136,7 @@ def test_unknown_robot_lists_the_known_ones():
 
 
 def test_cli_prints_one_line_without_traceback(tmp_path):
-    path = write_user_robot(tmp_path, joints=["nope"] * 8)
+    path = write_user_robot(tmp_path, joints=[f"nope{i}" for i in range(8)])
     out = subprocess.run(
         [sys.executable, "-m", "sim2real", "demo", "--robot", str(path), "--seconds", "0.1"],
         capture_output=True,
