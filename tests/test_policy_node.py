@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from lifecycle_msgs.msg import Transition
-from lifecycle_msgs.srv import ChangeState, GetState
 from nav_msgs.msg import Odometry
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
 from benchmarks.edge_policies import export_random_policy
+from ros_nodes.lifecycle_client import LifecycleClient
 from tests.ros_helpers import node_process, probe_node, ros_env, spin_until
 
 PERIOD = 0.02  # the rover's control period (50 Hz)
@@ -184,45 +184,16 @@ def test_joint_states_trigger_waits_for_the_inputs_of_the_same_instant(rover_art
 
 
 def _lifecycle(node, ex):
-    change = node.create_client(ChangeState, "/policy_node/change_state")
-    get = node.create_client(GetState, "/policy_node/get_state")
-    assert spin_until(ex, lambda: change.service_is_ready() and get.service_is_ready(), 30)
-
-    def call(client, request, timeout=10.0):
-        future = client.call_async(request)
-        spin_until(ex, future.done, timeout)
-        return future.result() if future.done() else None
-
-    # service_is_ready covers the request path only: under load a reply can be lost while the response path is
-    # still matching. get_state changes nothing, so repeat it until it answers; a transition whose reply is lost is
-    # judged by the state it left (re-sending it would be refused as invalid in that state).
-    end = time.monotonic() + 30
-    while call(get, GetState.Request(), 2.0) is None and time.monotonic() < end:
-        pass
-    goal = {
-        Transition.TRANSITION_CONFIGURE: "inactive",
-        Transition.TRANSITION_ACTIVATE: "active",
-        Transition.TRANSITION_DEACTIVATE: "inactive",
-        Transition.TRANSITION_CLEANUP: "unconfigured",
-    }
-
-    def transition(tid):
-        before = state()
-        for _ in range(2):
-            result = call(change, ChangeState.Request(transition=Transition(id=tid)), 5.0)
-            if result is not None:
-                return result.success
-            now = state()
-            if now != before:
-                return now == goal[tid]
-        raise AssertionError("no reply from /policy_node/change_state")
+    """policy_node's lifecycle services through the client `sim2real sil` manages it with."""
+    client = LifecycleClient(node, "policy_node", lambda done, seconds: spin_until(ex, done, seconds))
+    assert spin_until(ex, client.ready, 30)
 
     def state():
-        result = call(get, GetState.Request())
-        assert result is not None, "no reply from /policy_node/get_state"
-        return result.current_state.label
+        label = client.state()
+        assert label is not None, "no reply from /policy_node/get_state"
+        return label
 
-    return transition, state
+    return client.transition, state
 
 
 def test_lifecycle_transitions(rover_artifact):

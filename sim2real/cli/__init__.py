@@ -24,7 +24,7 @@ SUBCOMMANDS = {
     "loop": "sim2real.cli.loop",
     "retrain": "sim2real.cli.retrain",
     "rlhf": "sim2real.cli.rlhf",
-    "sil": "sim2real.sil",
+    "sil": "sim2real.cli.sil",
     "train": "sim2real.cli.train",
     "validate": "sim2real.cli.validate",
 }

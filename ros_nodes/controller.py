@@ -1,0 +1,48 @@
+"""policy_node's control step, without ROS: from the latest inputs to joint targets. The observation is assembled
+as the manifest lays it out; while the watchdog finds a fault the targets are the safe pose, else the policy's
+action (through its safety filter) as `offset + scale * action`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edge.observation import ObservationLayout
+from edge.policy import Policy
+from ros_nodes.policy_inputs import PolicyInputs, command_limits
+from ros_nodes.watchdog import Fault, Watchdog
+
+
+class PolicyController:
+    def __init__(self, policy: Policy, stale_s: float, cmd_timeout_s: float, cmd_overrides: list[float]):
+        m = policy.manifest
+        self.policy, self.cmd_timeout_s = policy, cmd_timeout_s
+        self.joint_names = list(m.joint_names)
+        self.layout = ObservationLayout.from_manifest(m.observation["terms"], len(self.joint_names))
+        self.scale = m.action_vector("scale").astype(np.float64)
+        self.offset = m.action_vector("offset").astype(np.float64)
+        self.safe_targets = self.offset + self.scale * policy.safety.safe_action
+        self.watchdog = Watchdog(self.layout, stale_s)
+        self.inputs = PolicyInputs(self.joint_names, self.offset, *command_limits(m.command_limits, cmd_overrides))
+        self.reset()
+
+    def reset(self) -> None:
+        """Start from the safe pose: the safety filter ramps from it, and it is the last action the policy sees."""
+        self.policy.reset()
+        self.last_action = self.policy.safety.safe_action.astype(np.float64)
+
+    def step(self, now: float) -> tuple[np.ndarray, Fault | None]:
+        """The joint targets at `now` (the clock the inputs' receive times are on), and the fault that made them the
+        safe pose (None: the policy's)."""
+        stale = self.watchdog.stale(self.inputs.received, now)
+        if stale is not None:
+            fault = Fault(stale, stale=True)
+        else:
+            values = self.inputs.observation_values(now, self.cmd_timeout_s, self.last_action)
+            obs = self.layout.assemble(values)
+            invalid = self.watchdog.invalid(obs, values)
+            fault = None if invalid is None else Fault(invalid, stale=False)
+        if fault is not None:
+            self.reset()  # on recovery the safety filter ramps from the safe pose
+            return self.safe_targets, fault
+        self.last_action = self.policy.act(obs).astype(np.float64)
+        return self.offset + self.scale * self.last_action, None

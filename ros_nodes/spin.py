@@ -1,0 +1,35 @@
+"""Spinning a node on the executor its `executor` parameter names."""
+
+from __future__ import annotations
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+
+EXECUTORS = ("events", "single")
+
+
+def spin(node: Node, kind: str) -> None:
+    """Spin until shutdown (SIGINT, SIGTERM), then destroy the node. events: rclpy's EventsExecutor (a C++ event
+    queue, a fraction of the per-callback cost); single: SingleThreadedExecutor."""
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor
+
+        executor = EventsExecutor()
+    else:
+        if kind not in EXECUTORS:
+            node.get_logger().error(f"executor {kind!r}: use {' or '.join(EXECUTORS)}; running single")
+        executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        # spin_once with a timeout: the EventsExecutor's spin() (rclpy 7.1) busy-loops without running timers
+        while rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except RuntimeError:
+        if rclpy.ok():
+            raise  # otherwise a message take that raced the SIGINT shutdown: nothing is lost
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
