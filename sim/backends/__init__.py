@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sim.backends.base import TwinBackend
 from sim.errors import SimError
-from sim.robot import RobotSpec
+
+if TYPE_CHECKING:  # annotations only: importing BACKENDS (CLI choices) must not load MuJoCo
+    from sim.robot import RobotSpec
 
 BACKENDS = ("mujoco", "newton", "isaacsim")
 

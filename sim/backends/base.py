@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sim.randomization import PhysicsParams
-from sim.robot import RobotSpec
+
+if TYPE_CHECKING:  # annotations only: importing sim.backends (its BACKENDS) must not load MuJoCo
+    from sim.robot import RobotSpec
 
 
 class TwinBackend(ABC):

@@ -40,6 +40,7 @@ QUIET_LIBRARIES = {
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from sim2real.loop.config import BUDGETS, LoopConfig
     from sim2real.loop.stages import STAGE_NAMES
+    from training.rlhf.config import ENGINES
 
     defaults = LoopConfig(out="-")
     p.add_argument("--robot", default=defaults.robot, help="robot name or YAML path (default rover)")
@@ -53,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rlhf-engine",
         default=defaults.rlhf_engine,
-        choices=("vllm", "transformers"),
+        choices=ENGINES,
         help="what generates the RLHF samples (default vllm)",
     )
     p.add_argument(

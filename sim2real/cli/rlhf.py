@@ -21,6 +21,9 @@ stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from edge.config import add_flags
+    from training.rlhf.config import ENGINES, INSTRUCTION_BACKENDS, PrefsConfig, RewardConfig, RLConfig, SFTConfig
+
     sub = p.add_subparsers(dest="stage", metavar="STAGE", required=True)
     s = sub.add_parser("pipeline", help="every stage in order into one directory; a re-run resumes")
     s.add_argument("--out", default="runs/rlhf/pipeline", help="run directory (default runs/rlhf/pipeline)")
@@ -31,24 +34,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="minimal (CI), quick (a few minutes) or full (config/rlhf/*.yaml)",
     )
     s.add_argument("--robot", default="rover")
-    s.add_argument("--engine", choices=("vllm", "transformers"), default="vllm", help="RL sample generator")
+    s.add_argument("--engine", choices=ENGINES, default=RLConfig.engine, help="RL sample generator")
 
-    s = sub.add_parser("sft", help="train the tokenizer and model on the generated corpus")
-    s.add_argument("--config", help="YAML with SFTConfig fields (default config/rlhf/sft.yaml)")
-    s.add_argument("--out", help="model directory to write")
-    s.add_argument("--steps", type=int, help="training steps (the SFT budget)")
-    s.add_argument("--examples", type=int, help="demonstrations to generate")
-    s.add_argument("--robot", help="robot whose command limits the plans respect")
-    s.add_argument("--seed", type=int)
-
-    s = sub.add_parser("prefs", help="make candidate pairs, rate them with the simulated operator, import ratings")
-    s.add_argument("--config", help="YAML with PrefsConfig fields (default config/rlhf/prefs.yaml)")
-    s.add_argument("--db", help="SQLite preference store")
-    s.add_argument("--model", help="model whose sampled plans are compared")
-    s.add_argument("--pairs", type=int, help="pairs to add (0: none, e.g. with --import)")
-    s.add_argument("--no-simulated", action="store_true", help="leave the new pairs for people to rate")
-    s.add_argument("--operator-noise", type=float, help="simulated operator's Bradley-Terry noise (0: exact)")
-    s.add_argument("--import", dest="ratings", metavar="JSONL", help="field-log ratings to import (docs/rlhf.md)")
+    stages = {
+        "sft": (SFTConfig, "train the tokenizer and model on the generated corpus"),
+        "prefs": (PrefsConfig, "make candidate pairs, rate them with the simulated operator, import ratings"),
+        "reward": (RewardConfig, "train the Bradley-Terry reward model on the stored preferences"),
+        "rl": (RLConfig, "GRPO fine-tuning; vLLM (or transformers) generates the samples"),
+    }
+    for stage, (cls, text) in stages.items():
+        s = sub.add_parser(stage, help=text, description=f"{text}; every {cls.__name__} field is a flag.")
+        s.add_argument("--config", help=f"YAML with {cls.__name__} fields (default config/rlhf/{stage}.yaml)")
+        add_flags(s, cls, defaults_from=f"--config or config/rlhf/{stage}.yaml")
+        if stage == "prefs":
+            s.add_argument("--no-simulated", action="store_true", help="leave the new pairs for people to rate")
+            s.add_argument(
+                "--import", dest="ratings", metavar="JSONL", help="field-log ratings to import (docs/rlhf.md)"
+            )
 
     s = sub.add_parser("serve", help="the preference page")
     s.add_argument("--db", default="runs/rlhf/prefs.sqlite", help="SQLite preference store")
@@ -57,30 +59,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--token", help="session token (default: a fresh random one, printed in the URL)")
     s.add_argument("--rater", default="operator", help="name stored with each preference")
 
-    s = sub.add_parser("reward", help="train the Bradley-Terry reward model on the stored preferences")
-    s.add_argument("--config", help="YAML with RewardConfig fields (default config/rlhf/reward.yaml)")
-    s.add_argument("--model", help="model to start from (the SFT model)")
-    s.add_argument("--db", help="SQLite preference store")
-    s.add_argument("--out", help="reward model directory to write")
-    s.add_argument("--epochs", type=int)
-
-    s = sub.add_parser("rl", help="GRPO fine-tuning; vLLM (or transformers) generates the samples")
-    s.add_argument("--config", help="YAML with RLConfig fields (default config/rlhf/rl.yaml)")
-    s.add_argument("--model", help="SFT model (initial policy and KL reference)")
-    s.add_argument("--reward-model", help="reward model directory")
-    s.add_argument("--out", help="model directory to write")
-    s.add_argument("--engine", choices=("vllm", "transformers"))
-    s.add_argument("--ray-engines", type=int, help="vLLM engines as Ray actors, one GPU each (0: in process)")
-    s.add_argument("--iterations", type=int)
-    s.add_argument("--seed", type=int)
-
     s = sub.add_parser("eval", help="intent accuracy, JSON validity and win rates on an eval set")
     s.add_argument("--model", required=True, help="model directory to evaluate")
     s.add_argument("--set", required=True, dest="eval_set", help="JSONL of {instruction, expect}")
     s.add_argument("--baseline", help="model to compare with (e.g. the SFT model): win rates")
     s.add_argument("--reward", help="reward model for the reward-model win rate")
     s.add_argument("--robot", default="rover", help="robot whose limits clamp plans and whose twin executes them")
-    s.add_argument("--backend", choices=("transformers", "vllm"), default="transformers")
+    s.add_argument("--backend", choices=INSTRUCTION_BACKENDS, default=INSTRUCTION_BACKENDS[0])
     s.add_argument("--unconstrained", action="store_true", help="no grammar-constrained decoding (raw validity)")
     s.add_argument("--show-failures", action="store_true", help="list the lines that fail")
     s.add_argument(
@@ -107,13 +92,14 @@ def run(args: argparse.Namespace) -> int:
     return stages[args.stage](args)
 
 
-def _config_path(args: argparse.Namespace, stage: str):
-    from training.rlhf.config import RLHF_CONFIG_DIR
+def _config(args: argparse.Namespace, cls: type, stage: str):
+    """`cls` from --config (or config/rlhf/<stage>.yaml) with the stage's flags on top."""
+    from edge.config import flag_values
+    from training.rlhf.config import RLHF_CONFIG_DIR, load_config
 
-    if args.config:
-        return args.config
     default = RLHF_CONFIG_DIR / f"{stage}.yaml"
-    return default if default.is_file() else None
+    path = args.config or (default if default.is_file() else None)
+    return load_config(cls, path, **flag_values(args, cls))
 
 
 def _progress(total: int, label: str):
@@ -149,18 +135,10 @@ def _pipeline(args: argparse.Namespace) -> int:
 
 
 def _sft(args: argparse.Namespace) -> int:
-    from training.rlhf.config import SFTConfig, load_config
+    from training.rlhf.config import SFTConfig
     from training.rlhf.sft import train_sft
 
-    config = load_config(
-        SFTConfig,
-        _config_path(args, "sft"),
-        out=args.out,
-        steps=args.steps,
-        examples=args.examples,
-        robot=args.robot,
-        seed=args.seed,
-    )
+    config = _config(args, SFTConfig, "sft")
     progress, task = _progress(config.steps, "SFT")
     with progress:
         stats = train_sft(config, lambda step, loss: progress.update(task, completed=step, info=f"loss {loss:.3f}"))
@@ -169,18 +147,11 @@ def _sft(args: argparse.Namespace) -> int:
 
 
 def _prefs(args: argparse.Namespace) -> int:
-    from training.rlhf.config import PrefsConfig, load_config
+    from training.rlhf.config import PrefsConfig
     from training.rlhf.prefs import collect_pairs
     from training.rlhf.prefs_store import PreferenceStore
 
-    config = load_config(
-        PrefsConfig,
-        _config_path(args, "prefs"),
-        db=args.db,
-        model=args.model,
-        pairs=args.pairs,
-        operator_noise=args.operator_noise,
-    )
+    config = _config(args, PrefsConfig, "prefs")
     if args.ratings:
         added = PreferenceStore(config.db).import_field_ratings(args.ratings)
         print(f"imported {added} preferences from {args.ratings}")
@@ -203,12 +174,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _reward(args: argparse.Namespace) -> int:
-    from training.rlhf.config import RewardConfig, load_config
+    from training.rlhf.config import RewardConfig
     from training.rlhf.reward_model import train_reward
 
-    config = load_config(
-        RewardConfig, _config_path(args, "reward"), model=args.model, db=args.db, out=args.out, epochs=args.epochs
-    )
+    config = _config(args, RewardConfig, "reward")
     progress, task = _progress(0, "reward model")
     with progress:
         stats = train_reward(config, lambda step, loss: progress.update(task, completed=step, info=f"loss {loss:.3f}"))
@@ -217,20 +186,10 @@ def _reward(args: argparse.Namespace) -> int:
 
 
 def _rl(args: argparse.Namespace) -> int:
-    from training.rlhf.config import RLConfig, load_config
+    from training.rlhf.config import RLConfig
     from training.rlhf.rl import RLTrainer
 
-    config = load_config(
-        RLConfig,
-        _config_path(args, "rl"),
-        model=args.model,
-        reward_model=args.reward_model,
-        out=args.out,
-        engine=args.engine,
-        ray_engines=args.ray_engines,
-        iterations=args.iterations,
-        seed=args.seed,
-    )
+    config = _config(args, RLConfig, "rl")
     trainer = RLTrainer(config)
     progress, task = _progress(config.iterations, "RL")
     try:

@@ -22,6 +22,8 @@ An instruction script is a YAML list of {t_s, text}: each text goes out on /inst
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from edge.runtime import BACKENDS
+
     p.add_argument("--artifact", required=True, help="policy artifact directory")
     p.add_argument("--duration", type=float, default=20.0, help="simulated seconds (default 20)")
     p.add_argument("--field-twin", default="", help="YAML of hidden twin parameters (default: nominal twin)")
@@ -34,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instruction-model", default="", help="instruction model directory (sim2real rlhf output)")
     p.add_argument("--instruction-backend", default="transformers", help="instruction_node backend: transformers, vllm")
     p.add_argument("--record", default="", help="record MCAP field logs into this directory")
-    p.add_argument("--backend", default="auto", help="policy backend: auto, tensorrt, onnxruntime")
+    p.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0], help="policy backend (default %(default)s)")
     p.add_argument("--real-time", action="store_true", help="wall-clock pace instead of lockstep")
     p.add_argument("--allow-unvalidated", action="store_true", help="run an artifact no campaign has passed")
     p.add_argument("--json", default="", help="write the KPI summary to this file")

@@ -24,38 +24,37 @@ run continues up to it. Exit status 1 when training diverged (NaN); the last goo
 """
 
 
+# PPOConfig fields with a flag of their own (None: the field's name, --checkpoint-every); their help, type and
+# choices come from the field; --config / config/ppo/<robot>.yaml set the rest
+PPO_FLAGS = {
+    "num_envs": "--envs",
+    "num_workers": "--workers",
+    "iterations": None,
+    "seed": None,
+    "ray_address": None,
+    "checkpoint_every": None,
+    "stop_at_threshold": None,
+}
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from edge.config import add_flags
+    from training.ppo.config import PPOConfig
+
     p.add_argument("--robot", help="rover, quadruped or a robot YAML path")
-    p.add_argument("--envs", type=int, help="parallel envs in total, split over the workers")
-    p.add_argument("--workers", type=int, help="policy replicas / processes (default 1: no Ray)")
-    p.add_argument("--iterations", type=int, help="total PPO iterations of the run")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--ray-address", help="join this Ray cluster (e.g. auto, ray://head:10001)")
+    add_flags(p, PPOConfig, PPO_FLAGS, defaults_from="--config or config/ppo/<robot>.yaml")
+    p.add_argument("--max-minutes", type=float, help="stop after this much training time (PPOConfig.max_seconds)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run directory (or one checkpoint file)")
     p.add_argument("--config", metavar="PPO_YAML", help="a PPOConfig YAML (default config/ppo/<robot>.yaml)")
-    p.add_argument("--checkpoint-every", type=int, metavar="K", help="iterations between checkpoints")
-    p.add_argument(
-        "--stop-at-threshold",
-        action="store_true",
-        default=None,
-        help="stop once the evaluation passes the tracking threshold",
-    )
-    p.add_argument("--max-minutes", type=float, help="stop after this much training time")
     p.add_argument("--sweep", metavar="SWEEP_YAML", help="run a Ray Tune sweep instead of one run")
 
 
 def _overrides(args: argparse.Namespace) -> dict:
-    pairs = {
-        "num_envs": args.envs,
-        "num_workers": args.workers,
-        "iterations": args.iterations,
-        "seed": args.seed,
-        "ray_address": args.ray_address,
-        "checkpoint_every": args.checkpoint_every,
-        "stop_at_threshold": args.stop_at_threshold,
-        "max_seconds": args.max_minutes * 60 if args.max_minutes is not None else None,
-    }
-    return {k: v for k, v in pairs.items() if v is not None}
+    from edge.config import flag_values
+    from training.ppo.config import PPOConfig
+
+    minutes = {} if args.max_minutes is None else {"max_seconds": args.max_minutes * 60}
+    return {**flag_values(args, PPOConfig, PPO_FLAGS), **minutes}
 
 
 def run(args: argparse.Namespace) -> int:

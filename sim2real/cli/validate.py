@@ -25,11 +25,13 @@ OUT/report.html and OUT/summary.json hold the verdict; exit code 1 when a gate f
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from sim.backends import BACKENDS
+
     p.add_argument("policy", help="policy artifact directory (policy.onnx + manifest.json)")
     p.add_argument("--campaign", required=True, help="campaign YAML path or name in config/campaigns (quick, full)")
     p.add_argument("--workers", type=int, default=1, help="parallel workers; >1 runs batches as Ray tasks (default 1)")
     p.add_argument("--ray-address", help="address of a running Ray cluster (e.g. auto, ray://host:10001)")
-    p.add_argument("--backend", choices=("mujoco", "newton", "isaacsim"), help="twin backend (default: the YAML's)")
+    p.add_argument("--backend", choices=BACKENDS, help="twin backend (default: the YAML's)")
     p.add_argument("--out", help="results directory (default runs/validation/<campaign>-<onnx sha256[:12]>)")
     p.add_argument("--compare", metavar="OTHER_POLICY", help="also run OTHER_POLICY and report per-scenario deltas")
     p.add_argument("--fresh", action="store_true", help="discard results in --out instead of resuming")

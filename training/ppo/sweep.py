@@ -10,42 +10,41 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from edge.fileio import read_yaml_mapping
+from edge.config import load_dataclass, setting
 from training.ppo.config import ConfigError, PPOConfig
 
-SWEEP_KEYS = {"robot", "base", "search", "num_samples", "max_concurrent", "metric", "mode"}
 METRICS = ("eval_score", "eval_vx", "eval_wz", "mean_return")
+MODES = ("min", "max")
 SAMPLERS = ("grid", "choice", "uniform", "loguniform")
+PPO_FIELDS = tuple(f.name for f in dataclasses.fields(PPOConfig))
 
 
 @dataclasses.dataclass
 class SweepSpec:
-    robot: str
-    base: dict
-    search: dict
-    num_samples: int = 1
-    max_concurrent: int | None = None  # None: one trial per CPU
-    metric: str = "eval_score"
-    mode: str = "min"
+    robot: str = setting(help="robot name or robot YAML; its config/ppo defaults are every trial's start")
+    search: dict[str, dict[str, list]] = setting(
+        help="PPOConfig fields to vary, each {grid|choice|uniform|loguniform: [...]}",
+        choices=PPO_FIELDS,
+        noun="PPOConfig field",
+    )
+    base: dict = setting({}, "PPOConfig fields every trial shares")
+    num_samples: int = setting(1, "repeats of each grid point (random samplers draw anew each time)", ge=1)
+    max_concurrent: int | None = setting(None, "trials at once; none: one per CPU", ge=1)
+    metric: str = setting("eval_score", "what the best trial is chosen by", choices=METRICS)
+    mode: str = setting("min", "whether the metric is minimised or maximised", choices=MODES)
+
+    def __post_init__(self) -> None:
+        for name, sampler in self.search.items():
+            if len(sampler) != 1 or next(iter(sampler)) not in SAMPLERS:
+                raise ConfigError(f"search.{name} must be one of {{{', '.join(SAMPLERS)}: [...]}}, got {sampler!r}")
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> SweepSpec:
-        raw = read_yaml_mapping(path, ConfigError, "sweep file", "a sweep needs `robot` and a `search` mapping")
-        if "robot" not in raw or not isinstance(raw.get("search"), dict):
-            raise ConfigError(f"{path}: a sweep needs `robot` and a `search` mapping")
-        unknown = sorted(set(raw) - SWEEP_KEYS)
-        if unknown:
-            raise ConfigError(f"{path}: unknown sweep key(s) {', '.join(unknown)}")
-        spec = cls(**{"base": {}, **raw})
-        fields = {f.name for f in dataclasses.fields(PPOConfig)}
-        for name, sampler in spec.search.items():
-            if name not in fields:
-                raise ConfigError(f"{path}: search field {name!r} is not a PPOConfig field")
-            if not isinstance(sampler, dict) or len(sampler) != 1 or next(iter(sampler)) not in SAMPLERS:
-                raise ConfigError(f"{path}: search.{name} must be one of {{{', '.join(SAMPLERS)}: ...}}")
-        if spec.metric not in METRICS or spec.mode not in ("min", "max"):
-            raise ConfigError(f"{path}: metric must be one of {', '.join(METRICS)} and mode min or max")
-        PPOConfig.for_robot(spec.robot, **spec.base)  # fail on a bad base config before Ray starts
+        spec = load_dataclass(cls, path, error=ConfigError, what="sweep file")
+        try:  # a bad base config fails here, before Ray starts
+            PPOConfig.for_robot(spec.robot, **spec.base)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: base: {e}") from None
         return spec
 
 

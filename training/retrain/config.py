@@ -3,106 +3,117 @@ randomisation is centred on the identified values, the promotion rule and the st
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from edge.config import check_values, load_dataclass, setting
 from edge.resources import config_path
+from sim.kpis import KPI_UNITS
 from sim.randomization import FIELD_KEYS, RandomizationConfig
 from training.errors import ConfigError
+from training.ppo.config import PPOConfig
 from training.retrain.sysid import SysIdConfig
 
 CONFIG_DIR = config_path("retrain")
 DEFAULT_CONFIG = CONFIG_DIR / "retrain.yaml"
+DEFAULT_SPREAD = 0.1  # relative half-width of an identified parameter's range without a centre rule
+
+
+@dataclass(frozen=True)
+class SysIdSizes:
+    windows: int = setting(4, "replay windows of the logs for system identification", ge=1)
+    window_s: float = setting(2.0, "length of each replay window (s)", gt=0)
+    population: int = setting(8, "CMA-ES population", ge=2)
+    generations: int = setting(10, "CMA-ES generations", ge=1)
+    runs: int = setting(1, "independent CMA-ES runs evaluated together; the best wins", ge=1)
 
 
 @dataclass(frozen=True)
 class Budget:
-    name: str
-    windows: int = 4  # replay windows of the logs for system identification
-    window_s: float = 2.0
-    population: int = 8  # CMA-ES
-    generations: int = 10
-    runs: int = 1  # independent CMA-ES runs
-    finetune: dict = field(default_factory=dict)  # PPOConfig overrides
-    campaign: str = "quick"  # the standard campaign re-run (name or YAML path)
+    sysid: SysIdSizes = field(default_factory=SysIdSizes)
+    finetune: dict = setting({}, "PPOConfig overrides on top of the deployed run's config.yaml")
+    campaign: str = setting("quick", "the standard campaign re-run (name or YAML path)")
+    name: str = setting("", "the budget's name in retrain.yaml, or its file's stem")
+
+    def __post_init__(self) -> None:
+        check_values(PPOConfig, self.finetune, name="finetune", error=ConfigError)  # fails now, not after sysid
+
+    # the sizes by their old flat names (sim2real.retrain_pipeline reads them)
+    windows = property(lambda self: self.sysid.windows)
+    window_s = property(lambda self: self.sysid.window_s)
+    population = property(lambda self: self.sysid.population)
+    generations = property(lambda self: self.sysid.generations)
+    runs = property(lambda self: self.sysid.runs)
 
 
 @dataclass(frozen=True)
 class PromotionRule:
-    kpis: tuple[str, ...] = ("tracking_error_lin", "tracking_error_ang", "falls")
-    tolerance: float = 0.05  # summed over the KPIs: change / gate limit
-    per_kpi: float = 0.25  # any one KPI: change / gate limit
-    min_abs: float = 0.01  # changes smaller than this (KPI units) do not count
+    kpis: tuple[str, ...] = setting(
+        ("tracking_error_lin", "tracking_error_ang", "falls"), "KPIs compared", choices=KPI_UNITS, noun="KPI"
+    )
+    tolerance: float = setting(0.05, "summed over the KPIs: change / gate limit", ge=0)
+    per_kpi: float = setting(0.25, "any one KPI: change / gate limit", ge=0)
+    min_abs: float = setting(0.01, "changes smaller than this (KPI units) do not count", ge=0)
+
+
+@dataclass(frozen=True)
+class SysIdEntry:
+    params: tuple[str, ...] = setting(
+        SysIdConfig.params, "twin parameters to identify", choices=FIELD_KEYS, noun="twin parameter"
+    )
+    bounds: dict[str, tuple[float, float]] = setting(
+        {}, "search box [low, high] per parameter", choices=FIELD_KEYS, noun="twin parameter"
+    )
+
+
+@dataclass(frozen=True)
+class CentreRule:
+    relative: float | None = setting(None, "half-width as a fraction of the identified value", ge=0)
+    absolute: float | None = setting(None, "half-width in the parameter's unit", ge=0)
+
+    def __post_init__(self) -> None:
+        if (self.relative is None) == (self.absolute is None):
+            raise ConfigError("give one of relative or absolute spread")
+
+    def half_width(self, value: float) -> float:
+        return abs(value) * self.relative if self.relative is not None else self.absolute
 
 
 @dataclass
 class RetrainConfig:
-    sysid: dict = field(default_factory=dict)  # robot name or "default" -> {params, bounds}
-    centre: dict = field(default_factory=dict)  # parameter -> {relative: x} or {absolute: x}
+    sysid: dict[str, SysIdEntry] = setting({}, "robot name or default -> what system identification fits")
+    centre: dict[str, CentreRule] = setting(
+        {}, "how each identified parameter's range is centred", choices=FIELD_KEYS, noun="twin parameter"
+    )
     promotion: PromotionRule = field(default_factory=PromotionRule)
-    budgets: dict = field(default_factory=dict)  # name -> raw budget mapping
+    budgets: dict[str, Budget] = setting({}, "stage sizes by budget name")
+
+    def __post_init__(self) -> None:
+        self.budgets = {k: dataclasses.replace(b, name=k) for k, b in self.budgets.items()}
 
     @classmethod
     def from_yaml(cls, path: str | Path = DEFAULT_CONFIG) -> RetrainConfig:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-        unknown = sorted(set(raw) - {"sysid", "centre", "promotion", "budgets"})
-        if unknown:
-            raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
-        for name, rule in (raw.get("centre") or {}).items():
-            if name not in FIELD_KEYS or not isinstance(rule, dict) or set(rule) - {"relative", "absolute"}:
-                raise ConfigError(f"{path}: centre.{name} must be a twin parameter with relative or absolute spread")
-        promotion = raw.get("promotion") or {}
-        try:
-            rule = PromotionRule(
-                tuple(promotion.get("kpis", PromotionRule.kpis)),
-                float(promotion.get("tolerance", PromotionRule.tolerance)),
-                float(promotion.get("per_kpi", PromotionRule.per_kpi)),
-                float(promotion.get("min_abs", PromotionRule.min_abs)),
-            )
-        except (TypeError, ValueError):
-            raise ConfigError(f"{path}: promotion takes kpis (a list), tolerance, per_kpi and min_abs") from None
-        return cls(raw.get("sysid") or {}, raw.get("centre") or {}, rule, raw.get("budgets") or {})
+        return load_dataclass(cls, path, error=ConfigError, what="retraining config")
 
     def budget(self, name_or_path: str | Path) -> Budget:
         """A budget by name (minimal, quick, full) or a YAML file holding one budget's mapping."""
         path = Path(name_or_path)
         if str(name_or_path) in self.budgets:
-            raw, name = self.budgets[str(name_or_path)], str(name_or_path)
-        elif path.suffix in (".yaml", ".yml") and path.is_file():
-            raw, name = yaml.safe_load(path.read_text()) or {}, path.stem
-        else:
-            raise ConfigError(
-                f"unknown retraining budget {name_or_path!r}; choose one of "
-                f"{', '.join(self.budgets)} or give a budget YAML file"
-            )
-        unknown = sorted(set(raw) - {"sysid", "finetune", "campaign"}) + sorted(
-            set(raw.get("sysid") or {}) - {"windows", "window_s", "population", "generations", "runs"}
+            return self.budgets[str(name_or_path)]
+        if path.suffix in (".yaml", ".yml") and path.is_file():
+            budget = load_dataclass(Budget, path, error=ConfigError, what="budget file")
+            return dataclasses.replace(budget, name=path.stem)
+        raise ConfigError(
+            f"unknown retraining budget {name_or_path!r}; choose one of "
+            f"{', '.join(self.budgets)} or give a budget YAML file"
         )
-        if unknown:
-            raise ConfigError(f"budget {name}: unknown key(s) {', '.join(unknown)}")
-        sysid = raw.get("sysid") or {}
-        try:
-            return Budget(
-                name,
-                int(sysid.get("windows", 4)),
-                float(sysid.get("window_s", 2.0)),
-                int(sysid.get("population", 8)),
-                int(sysid.get("generations", 10)),
-                int(sysid.get("runs", 1)),
-                dict(raw.get("finetune") or {}),
-                str(raw.get("campaign", "quick")),
-            )
-        except (TypeError, ValueError):
-            raise ConfigError(f"budget {name}: sysid sizes must be numbers") from None
 
     def sysid_config(self, robot: str, budget: Budget, seed: int = 0) -> SysIdConfig:
-        entry = self.sysid.get(robot, self.sysid.get("default", {}))
-        bounds = {k: tuple(v) for k, v in (entry.get("bounds") or {}).items()}
+        entry = self.sysid.get(robot, self.sysid.get("default", SysIdEntry()))
         return SysIdConfig(
-            params=tuple(entry.get("params", SysIdConfig.params)),
-            bounds=bounds,
+            params=entry.params,
+            bounds=dict(entry.bounds),
             population=budget.population,
             generations=budget.generations,
             runs=budget.runs,
@@ -113,8 +124,7 @@ class RetrainConfig:
         """Randomisation ranges centred on the identified values (PPOConfig.randomization_ranges)."""
         ranges = {}
         for name, value in identified.items():
-            rule = self.centre.get(name, {"relative": 0.1})
-            half = abs(value) * float(rule["relative"]) if "relative" in rule else float(rule["absolute"])
+            half = self.centre.get(name, CentreRule(relative=DEFAULT_SPREAD)).half_width(value)
             low, high = value - half, value + half
             if name != "payload_kg":  # the others are non-negative; friction and strengths must stay positive
                 low = max(low, 0.0 if name == "latency_s" else 1e-3)

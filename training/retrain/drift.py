@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from edge.config import load_dataclass, setting
 from edge.resources import config_path
 from sim.kpis import KPI_UNITS, RobotLimits, episode_kpis
 from training.errors import ConfigError
@@ -20,26 +20,20 @@ LABELS = {"tracking_error_lin": "tracking error", "tracking_error_ang": "yaw-rat
 
 @dataclass(frozen=True)
 class KpiRule:
-    ratio: float = 2.0
-    min_abs: float = 0.0
+    ratio: float = setting(2.0, "drift when the field mean exceeds ratio x the campaign mean", ge=0)
+    min_abs: float = setting(0.0, "... and exceeds it by at least this much (KPI units)", ge=0)
 
 
 @dataclass(frozen=True)
 class TriggerPolicy:
-    kpis: dict[str, KpiRule] = field(default_factory=lambda: {"tracking_error_lin": KpiRule(2.0, 0.05)})
-    min_episodes: int = 3
+    kpis: dict[str, KpiRule] = setting(
+        {"tracking_error_lin": KpiRule(2.0, 0.05)}, "the KPIs watched for drift", choices=KPI_UNITS, noun="KPI"
+    )
+    min_episodes: int = setting(3, "fewer scored episodes than this: no decision", ge=1)
 
     @classmethod
     def from_yaml(cls, path: str | Path = DEFAULT_TRIGGER) -> TriggerPolicy:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-        unknown = sorted(set(raw.get("kpis", {})) - set(KPI_UNITS))
-        if unknown:
-            raise ConfigError(f"{path}: unknown KPI(s) {', '.join(unknown)}; known: {', '.join(KPI_UNITS)}")
-        try:
-            rules = {k: KpiRule(**v) for k, v in raw.get("kpis", {}).items()}
-        except TypeError as e:
-            raise ConfigError(f"{path}: each KPI takes ratio and min_abs ({e})") from None
-        return cls(rules, int(raw.get("min_episodes", 3)))
+        return load_dataclass(cls, path, error=ConfigError, what="trigger policy")
 
 
 @dataclass

@@ -1,108 +1,111 @@
 """One config dataclass per RLHF stage (TRL style), with defaults that work on a 2-core CPU, loadable from YAML.
 
-config/rlhf/<stage>.yaml holds the project's settings; any field may be set there or on the command line.
-Unknown keys fail with one line naming them.
+config/rlhf/<stage>.yaml holds the project's settings; any field may be set there or on the command line (the
+flags of `sim2real rlhf <stage>` are generated from these fields). edge.config loads and checks them: unknown
+keys, wrong types and values outside a field's limits fail with one line naming the file and the field.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from edge.fileio import read_yaml_mapping
+from edge.config import load_dataclass, setting
 from edge.resources import config_path
-from training.errors import TrainingError
+from training.errors import ConfigError
+from training.rlhf.corpus import POOLS
 from training.rlhf.model import ModelConfig
 
 RLHF_CONFIG_DIR = config_path("rlhf")
+# what generates RL's samples: vLLM (in process, or Ray actors), or transformers on the trainer's own model
+ENGINES = ("vllm", "transformers")
+# what runs a model directory for planning (training.rlhf.generation.load_generator: eval, SIL, instruction_node);
+# the first is the default
+INSTRUCTION_BACKENDS = ("transformers", "vllm")
 
 
 @dataclass
 class SFTConfig:
-    out: str = "runs/rlhf/sft"
-    robot: str = "rover"  # command limits the target plans are clamped to
-    examples: int = 20000  # demonstrations drawn from the `sft` phrasing pool
-    steps: int = 1600  # the SFT budget
-    batch_size: int = 32
-    learning_rate: float = 2e-3
-    warmup_steps: int = 50
-    weight_decay: float = 0.01
+    out: str = setting("runs/rlhf/sft", "model directory to write")
+    robot: str = setting("rover", "robot whose command limits the target plans are clamped to")
+    examples: int = setting(20000, "demonstrations drawn from the sft phrasing pool", ge=1)
+    steps: int = setting(1600, "training steps (the SFT budget)", ge=1)
+    batch_size: int = setting(32, "demonstrations per step", ge=1)
+    learning_rate: float = setting(2e-3, "peak learning rate", gt=0)
+    warmup_steps: int = setting(50, "steps of linear warm-up", ge=0)
+    weight_decay: float = setting(0.01, "AdamW weight decay", ge=0)
     model: ModelConfig = field(default_factory=ModelConfig)
-    eval_examples: int = 128  # fresh `sft`-pool examples scored (greedy) during and after training
-    eval_every: int = 0  # steps between validation scores (constrained decoding); 0: only at the end
-    seed: int = 0
+    eval_examples: int = setting(128, "fresh sft-pool examples scored (greedy) during and after training", ge=1)
+    eval_every: int = setting(0, "steps between validation scores (constrained decoding); 0: only at the end", ge=0)
+    seed: int = setting(0, "random seed")
 
 
 @dataclass
 class PrefsConfig:
-    db: str = "runs/rlhf/prefs.sqlite"
-    model: str = "runs/rlhf/sft"  # the model whose sampled plans are compared
-    robot: str = "rover"
-    pairs: int = 600  # candidate pairs to create
-    candidates: int = 4  # plans sampled per instruction; every two distinct ones make a pair (InstructGPT's K)
-    pool: str = "all"  # instructions come from this corpus pool (their intents drive the simulated operator)
-    temperature: float = 1.0
-    operator_noise: float = 0.0  # 0: the simulated operator always prefers the better trajectory
-    operator_skip_below: float = 0.5  # two plans that both score below this are skipped, as a person would
-    seed: int = 1
+    db: str = setting("runs/rlhf/prefs.sqlite", "SQLite preference store")
+    model: str = setting("runs/rlhf/sft", "model whose sampled plans are compared")
+    robot: str = setting("rover", "robot whose twin executes the plans")
+    pairs: int = setting(600, "candidate pairs to create (0: none, e.g. with --import)", ge=0)
+    candidates: int = setting(
+        4, "plans sampled per instruction; every two distinct ones make a pair (InstructGPT's K)", ge=2
+    )
+    pool: str = setting(
+        "all", "corpus pool the instructions come from (their intents drive the operator)", choices=POOLS
+    )
+    temperature: float = setting(1.0, "sampling temperature of the candidates", gt=0)
+    operator_noise: float = setting(0.0, "simulated operator's Bradley-Terry noise; 0: always the better plan", ge=0)
+    operator_skip_below: float = setting(
+        0.5, "two plans that both score below this are skipped, as a person would", ge=0, le=1
+    )
+    seed: int = setting(1, "random seed")
 
 
 @dataclass
 class RewardConfig:
-    out: str = "runs/rlhf/reward"
-    model: str = "runs/rlhf/sft"  # the reward's reference and the initial pi_r (reward_model.py)
-    db: str = "runs/rlhf/prefs.sqlite"
-    epochs: int = 3
-    batch_size: int = 16
-    learning_rate: float = 5e-4
-    beta: float = 0.1  # r = beta * log(pi_r / pi_sft): the reward's scale
-    holdout: float = 0.2  # random share of the preference pairs kept out of training to measure ranking accuracy
-    seed: int = 0
+    out: str = setting("runs/rlhf/reward", "reward model directory to write")
+    model: str = setting("runs/rlhf/sft", "the reward's reference and the initial pi_r (the SFT model)")
+    db: str = setting("runs/rlhf/prefs.sqlite", "SQLite preference store")
+    epochs: int = setting(3, "passes over the preference pairs", ge=1)
+    batch_size: int = setting(16, "pairs per step", ge=1)
+    learning_rate: float = setting(5e-4, "learning rate", gt=0)
+    beta: float = setting(0.1, "r = beta * log(pi_r / pi_sft): the reward's scale", gt=0)
+    holdout: float = setting(0.2, "share of the pairs kept out of training to measure ranking accuracy", ge=0, lt=1)
+    seed: int = setting(0, "random seed")
 
 
 @dataclass
 class RLConfig:
-    out: str = "runs/rlhf/rl"
-    model: str = "runs/rlhf/sft"  # policy initialisation and KL reference
-    reward_model: str = "runs/rlhf/reward"
-    robot: str = "rover"
-    engine: str = "vllm"  # vllm: vLLM generates samples (in process; Ray actors with ray_engines > 0); transformers
-    ray_engines: int = 0  # > 0: that many vLLM engines as Ray actors (one GPU each)
-    iterations: int = 40
-    prompts_per_iteration: int = 32
-    samples_per_prompt: int = 4  # GRPO group size
-    temperature: float = 1.0
-    learning_rate: float = 5e-4
-    max_grad_norm: float = 1.0
-    epochs: int = 2  # clipped policy updates per batch of samples
-    clip: float = 0.2  # PPO ratio clip
-    kl_coef: float = 0.05  # penalty on log pi/pi_sft of each sampled plan
-    rm_weight: float = 0.1  # small: the reward model ranks plans of unseen instructions near chance (docs/rlhf.md)
-    sim_weight: float = 1.0  # intent score of the plan executed in the twin
-    json_weight: float = 1.0  # invalid JSON costs this much
-    pool: str = "rl"  # prompt pool; its phrasings have intents but no target plans
-    sync_dir: str = "/dev/shm"  # weights go to a directory here, then into the running engine
-    seed: int = 0
+    out: str = setting("runs/rlhf/rl", "model directory to write")
+    model: str = setting("runs/rlhf/sft", "SFT model: initial policy and KL reference")
+    reward_model: str = setting("runs/rlhf/reward", "reward model directory")
+    robot: str = setting("rover", "robot whose twin executes the sampled plans")
+    engine: str = setting("vllm", "what generates the samples", choices=ENGINES)
+    ray_engines: int = setting(0, "vLLM engines as Ray actors, one GPU each (0: in process)", ge=0)
+    iterations: int = setting(40, "RL iterations", ge=1)
+    prompts_per_iteration: int = setting(32, "prompts sampled per iteration", ge=1)
+    samples_per_prompt: int = setting(
+        4, "GRPO group size: advantages are normalised by the group's spread, so a group needs 2 or more", ge=2
+    )
+    temperature: float = setting(1.0, "sampling temperature", gt=0)
+    learning_rate: float = setting(5e-4, "learning rate", gt=0)
+    max_grad_norm: float = setting(1.0, "gradient clip", gt=0)
+    epochs: int = setting(2, "clipped policy updates per batch of samples", ge=1)
+    clip: float = setting(0.2, "PPO ratio clip", gt=0, le=1)
+    kl_coef: float = setting(0.05, "penalty on log pi/pi_sft of each sampled plan", ge=0)
+    # small: the reward model ranks plans of unseen instructions near chance (docs/rlhf.md)
+    rm_weight: float = setting(0.1, "weight of the reward model's score", ge=0)
+    sim_weight: float = setting(1.0, "weight of the intent score of the plan executed in the twin", ge=0)
+    json_weight: float = setting(1.0, "what invalid JSON costs", ge=0)
+    pool: str = setting("rl", "prompt pool; its phrasings have intents but no target plans", choices=POOLS)
+    sync_dir: str = setting("/dev/shm", "weights go to a directory here, then into the running engine")
+    seed: int = setting(0, "random seed")
 
 
 C = TypeVar("C")
 
 
 def load_config(cls: type[C], path: str | Path | None = None, **overrides) -> C:
-    """`cls` defaults, then the YAML file's values, then non-None overrides (command-line flags)."""
-    values: dict = {}
-    if path is not None:
-        values = read_yaml_mapping(path, TrainingError, "config file", "expected a mapping at the top level")
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise TrainingError(f"{cls.__name__}: unknown key(s) {', '.join(unknown)}")
-    if "model" in values and isinstance(values["model"], dict):
-        try:
-            values["model"] = ModelConfig(**values["model"])
-        except TypeError as e:
-            raise TrainingError(f"{cls.__name__}.model: {e}") from None
-    return cls(**values)
+    """`cls` defaults, then the YAML file's values, then non-None overrides (command-line flags), checked."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return load_dataclass(cls, path, given, error=ConfigError, what="config file")

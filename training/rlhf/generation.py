@@ -9,6 +9,7 @@ import torch
 from edge.instruct.generator import MAX_NEW_TOKENS, Completion, Generator
 from edge.instruct.slots import slot_count, uses_number_slots
 from training.errors import ConfigError
+from training.rlhf.config import INSTRUCTION_BACKENDS
 from training.rlhf.grammar import PlanConstraint, PlanDFA, TokenGrammar
 
 
@@ -76,14 +77,14 @@ class HFGenerator:
         return Completion(self.tokenizer.decode(ids, skip_special_tokens=True), ids)
 
 
-def load_generator(model_dir: str, backend: str = "transformers") -> Generator:
+def load_generator(model_dir: str, backend: str = INSTRUCTION_BACKENDS[0]) -> Generator:
     """A generator for a local model directory: "transformers" (HFGenerator) or "vllm" (engine.VLLMEngine)."""
+    if backend not in INSTRUCTION_BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(INSTRUCTION_BACKENDS)}, got {backend!r}")
     if backend == "vllm":
         from training.rlhf.engine import VLLMEngine
 
         return VLLMEngine(model_dir)
-    if backend != "transformers":
-        raise ConfigError(f"backend must be transformers or vllm, got {backend!r}")
     from training.rlhf.model import load_model
 
     return HFGenerator(*load_model(model_dir))

@@ -13,22 +13,31 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge.config import setting
 from edge.instruct.slots import SLOT_TOKENS
 from training.errors import ConfigError
 
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 # the plan grammar's fixed pieces as single tokens: a segment is then 4 of these and 16 digit/point/sign tokens
 GRAMMAR_TOKENS = ['[{"vx":', '},{"vx":', ',"vy":', ',"wz":', ',"duration_s":', "}]"]
+HEAD_DIMS = (32, 64, 128)  # the head sizes vLLM's CPU attention takes
 
 
 @dataclass
 class ModelConfig:
-    vocab_size: int = 640  # BPE target size (the trained vocabulary may be smaller)
-    hidden_size: int = 128
-    num_layers: int = 4
-    num_heads: int = 2  # head_dim = hidden_size / num_heads = 64
-    intermediate_size: int = 512
-    max_positions: int = 320
+    vocab_size: int = setting(640, "BPE target size (the trained vocabulary may be smaller)", ge=1)
+    hidden_size: int = setting(128, "width of the model", ge=1)
+    num_layers: int = setting(4, "decoder layers", ge=1)
+    num_heads: int = setting(2, "attention heads; hidden_size / num_heads must be 32, 64 or 128", ge=1)
+    intermediate_size: int = setting(512, "MLP width", ge=1)
+    max_positions: int = setting(320, "longest prompt + plan in tokens", ge=1)
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_heads or self.hidden_size // self.num_heads not in HEAD_DIMS:
+            raise ConfigError(
+                f"hidden_size / num_heads must be one of {', '.join(map(str, HEAD_DIMS))} (vLLM's CPU attention "
+                f"head sizes), got {self.hidden_size} / {self.num_heads}"
+            )
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int):
@@ -61,8 +70,6 @@ def new_model(tokenizer, config: ModelConfig, seed: int = 0):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    if config.hidden_size % config.num_heads or config.hidden_size // config.num_heads not in (32, 64, 128):
-        raise ConfigError("hidden_size / num_heads must be 32, 64 or 128 (vLLM's CPU attention head sizes)")
     cfg = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=config.hidden_size,

@@ -28,7 +28,7 @@ from edge.instruct.prompt import model_input
 from edge.instruct.safety import clamp_plan, screen_instruction
 from edge.instruct.slots import fill_slots, uses_number_slots
 from training.errors import ConfigError
-from training.rlhf.config import RLConfig
+from training.rlhf.config import ENGINES, RLConfig
 from training.rlhf.corpus import CorpusGenerator
 from training.rlhf.execution import TwinExecutor
 from training.rlhf.generation import HFGenerator
@@ -65,10 +65,10 @@ class RLTrainer:
 
     def _make_engine(self):
         c = self.config
+        if c.engine not in ENGINES:
+            raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {c.engine!r}")
         if c.engine == "transformers":
             return HFGenerator(self.policy, self.tokenizer)
-        if c.engine != "vllm":
-            raise ConfigError(f"engine must be vllm or transformers, got {c.engine!r}")
         from training.rlhf.engine import RayVLLMEngines, shared_engine
 
         if c.ray_engines > 0:
