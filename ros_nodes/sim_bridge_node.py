@@ -11,11 +11,9 @@ gives hidden physical offsets (friction, payload, latency, ...) that stand in fo
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import rclpy
-import yaml
 from builtin_interfaces.msg import Time
 from nav_msgs.msg import Odometry
 from rclpy.executors import ExternalShutdownException
@@ -25,8 +23,10 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
+from edge.fileio import read_yaml_mapping
 from edge.observation import rotate_world_to_base
 from ros_nodes.params import describe
+from sim.errors import SimError
 from sim.randomization import RandomizationConfig, fixed_params
 from sim.twin import BatchedTwin
 
@@ -62,7 +62,7 @@ class SimBridge(Node):
         self.twin.max_episode_steps = np.iinfo(np.int64).max  # the robot runs until stopped, not in episodes
         self.twin.reset()
         if field:
-            values = yaml.safe_load(Path(field).read_text()) or {}
+            values = read_yaml_mapping(field, SimError, "field twin", "expected a mapping of twin parameters")
             self.twin.set_params(fixed_params(values, self.twin.spec.sim_dt))
             self.get_logger().info(f"field twin: {values}")
         spec = self.twin.spec

@@ -14,11 +14,12 @@ import numpy as np
 
 from edge.fileio import read_yaml_mapping
 from edge.resources import config_path
+from edge.runtime import BACKENDS as RUNTIMES
+from sim.backends import BACKENDS
 from sim.errors import CampaignError
 from sim.kpis import KPI_NAMES
 
 CAMPAIGN_DIRS = (config_path("campaigns"),)
-BACKENDS = ("mujoco", "newton", "isaacsim")
 
 # axis -> (nominal value, check, what it means). Physical axes vary per env inside one twin; obs_noise and
 # push_velocity are twin-wide settings (RandomizationConfig), so scenarios are batched by them.
@@ -195,8 +196,8 @@ def campaign_from_dict(raw: dict, src: str = "campaign") -> CampaignConfig:
     )
     if cfg.episode_s <= 0 or cfg.batch_size < 1 or cfg.push_interval_s <= 0 or cfg.settle_s < 0:
         raise CampaignError(f"{src}: episode_s, batch_size and push_interval_s must be positive, settle_s >= 0")
-    if cfg.runtime not in ("auto", "onnxruntime", "tensorrt"):
-        raise CampaignError(f"{src}: runtime must be auto, onnxruntime or tensorrt, got {cfg.runtime!r}")
+    if cfg.runtime not in RUNTIMES:
+        raise CampaignError(f"{src}: runtime must be one of {', '.join(RUNTIMES)}, got {cfg.runtime!r}")
     bad_axes = sorted(set(cfg.gates.per_axis) - set(cfg.axes))
     if bad_axes:
         raise CampaignError(f"{src}: gates.per_axis names axis(es) {', '.join(bad_axes)} that the campaign lacks")

@@ -23,6 +23,7 @@ An instruction script is a YAML list of {t_s, text}: each text goes out on /inst
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from edge.runtime import BACKENDS
+    from training.rlhf.config import INSTRUCTION_BACKENDS
 
     p.add_argument("--artifact", required=True, help="policy artifact directory")
     p.add_argument("--duration", type=float, default=20.0, help="simulated seconds (default 20)")
@@ -34,7 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="YAML list of {t_s, text} for instruction_node (replaces --commands; needs --instruction-model)",
     )
     p.add_argument("--instruction-model", default="", help="instruction model directory (sim2real rlhf output)")
-    p.add_argument("--instruction-backend", default="transformers", help="instruction_node backend: transformers, vllm")
+    p.add_argument(
+        "--instruction-backend",
+        choices=INSTRUCTION_BACKENDS,
+        default=INSTRUCTION_BACKENDS[0],
+        help="instruction_node backend (default %(default)s)",
+    )
     p.add_argument("--record", default="", help="record MCAP field logs into this directory")
     p.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0], help="policy backend (default %(default)s)")
     p.add_argument("--real-time", action="store_true", help="wall-clock pace instead of lockstep")
