@@ -141,6 +141,41 @@ def check_campaign_yaml(data: dict) -> None:
     _typed(lambda: load_campaign(_yaml_file(data, "campaign.yaml")))
 
 
+def _config_loader(kind: str) -> Callable[[Path], object]:
+    from training.ppo.config import PPOConfig
+    from training.retrain.config import RetrainConfig
+    from training.retrain.drift import TriggerPolicy
+    from training.rlhf.config import PrefsConfig, RewardConfig, RLConfig, SFTConfig, load_config
+
+    rlhf = {"sft": SFTConfig, "prefs": PrefsConfig, "reward": RewardConfig, "rl": RLConfig}
+    if kind in rlhf:
+        return lambda path: load_config(rlhf[kind], path)
+    return {"ppo": PPOConfig.from_yaml, "retrain": RetrainConfig.from_yaml, "trigger": TriggerPolicy.from_yaml}[kind]
+
+
+CONFIG_FILES = {  # the training configs the fuzzer mutates: kind -> the file it starts from
+    "ppo": "ppo/rover.yaml",
+    "sft": "rlhf/sft.yaml",
+    "prefs": "rlhf/prefs.yaml",
+    "reward": "rlhf/reward.yaml",
+    "rl": "rlhf/rl.yaml",
+    "retrain": "retrain/retrain.yaml",
+    "trigger": "retrain/trigger.yaml",
+}
+
+
+@st.composite
+def mutated_config(draw) -> tuple[str, dict]:
+    kind = draw(st.sampled_from(sorted(CONFIG_FILES)))
+    base = yaml.safe_load((ROOT / "config" / CONFIG_FILES[kind]).read_text()) or {}
+    return kind, draw(mutated(base))
+
+
+def check_training_config(case: tuple[str, dict]) -> None:
+    kind, data = case
+    _typed(lambda: _config_loader(kind)(_yaml_file(data, f"{kind}.yaml")))
+
+
 def check_plan_text(text: str) -> None:
     from edge.instruct.plan import PlanError, parse_plan
     from edge.instruct.safety import PlanLimits, clamp_plan
@@ -218,6 +253,7 @@ def targets() -> list[Target]:
         Target("manifest", mutated(_manifest_base()), check_manifest),
         Target("robot_yaml", mutated(robot), check_robot_yaml),
         Target("campaign_yaml", mutated(campaign), check_campaign_yaml),
+        Target("training_configs", mutated_config(), check_training_config),
         Target("plan_json", plan_like, check_plan_text),
         Target(
             "instruction", st.one_of(HOSTILE_TEXT, ODD_VALUE, st.text(min_size=300, max_size=20_000)), check_instruction
