@@ -240,6 +240,65 @@ def check_mcap(data: bytes) -> None:
         assert log.damage or len(log.t) <= 100
 
 
+_CONTROLLER: list = []
+
+
+def _controller():
+    """policy_node's control step (ros_nodes.controller) on a real rover artifact; made once, reused."""
+    if not _CONTROLLER:
+        from edge.runtime import load_policy
+        from ros_nodes.controller import PolicyController
+        from tests.campaign_helpers import export_rover_policy
+
+        artifact = export_rover_policy(Path(tempfile.mkdtemp(prefix="fuzz-policy-")) / "policy")
+        _CONTROLLER.append(PolicyController(load_policy(artifact, "onnxruntime"), 0.04, 0.5, [0.0, 0.0, 0.0]))
+    return _CONTROLLER[0]
+
+
+SENSOR_FLOATS = st.one_of(ODD_NUMBERS.filter(lambda v: isinstance(v, float)), st.floats(-10, 10))
+sensor_values = st.fixed_dictionaries(
+    {
+        "names": st.one_of(st.just(["left_wheel_joint", "right_wheel_joint"]), st.lists(HOSTILE_TEXT, max_size=3)),
+        "position": st.lists(SENSOR_FLOATS, max_size=4),
+        "velocity": st.lists(SENSOR_FLOATS, max_size=4),
+        "imu": st.lists(SENSOR_FLOATS, min_size=7, max_size=7),
+        "odom": st.lists(SENSOR_FLOATS, min_size=3, max_size=3),
+        "cmd": st.lists(SENSOR_FLOATS, min_size=3, max_size=3),
+    }
+)
+
+
+def check_observation(v: dict) -> None:
+    """Whatever the sensors say, the joint targets are finite and either the policy's (within the manifest's
+    limits) or the safe pose with a named fault."""
+    from geometry_msgs.msg import Twist
+    from nav_msgs.msg import Odometry
+    from sensor_msgs.msg import Imu, JointState
+
+    control, now = _controller(), 1.0
+    joints = JointState(name=v["names"], position=v["position"], velocity=v["velocity"])
+    imu = Imu()
+    o, w = imu.orientation, imu.angular_velocity
+    o.w, o.x, o.y, o.z, w.x, w.y, w.z = v["imu"]
+    odom = Odometry()
+    odom.twist.twist.linear.x, odom.twist.twist.linear.y, odom.twist.twist.linear.z = v["odom"]
+    cmd = Twist()
+    cmd.linear.x, cmd.linear.y, cmd.angular.z = v["cmd"]
+    control.inputs.joint_states(joints, now)
+    control.inputs.imu(imu, now)
+    control.inputs.odom(odom, now)
+    control.inputs.cmd_vel(cmd, now)
+    targets, fault = control.step(now)
+    assert targets.shape == control.safe_targets.shape and np.all(np.isfinite(targets))
+    if fault is None:
+        m = control.policy.manifest
+        low = control.offset + control.scale * m.action_vector("low")
+        high = control.offset + control.scale * m.action_vector("high")
+        assert np.all(targets >= np.minimum(low, high) - 1e-6) and np.all(targets <= np.maximum(low, high) + 1e-6)
+    else:
+        assert fault.reason and np.array_equal(targets, control.safe_targets)
+
+
 def targets() -> list[Target]:
     robot = yaml.safe_load((ROOT / "config" / "robots" / "rover.yaml").read_text())
     campaign = yaml.safe_load((ROOT / "config" / "campaigns" / "quick.yaml").read_text())
@@ -259,6 +318,7 @@ def targets() -> list[Target]:
             "instruction", st.one_of(HOSTILE_TEXT, ODD_VALUE, st.text(min_size=300, max_size=20_000)), check_instruction
         ),  # fmt: skip
         Target("mcap_bytes", damaged_mcap(), check_mcap),
+        Target("observation", sensor_values, check_observation),
     ]
 
 
