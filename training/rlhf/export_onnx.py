@@ -133,7 +133,8 @@ def _export(model, cache: dict) -> bytes:
     b, s, p, t = (torch.export.Dim(n) for n in ("batch", "seq", "past", "total"))
     dynamic = ({0: b, 1: s}, {0: b, 1: t}, {0: b, 1: s}, tuple({0: b, 2: p} for _ in range(2 * layers)))
     with warnings.catch_warnings(), tempfile.TemporaryDirectory() as tmp:
-        warnings.simplefilter("ignore")  # torch.export's and the exporter's notices (deprecations, axis names)
+        for category in (FutureWarning, UserWarning):  # torch.export's deprecations, the exporter's axis-name notes
+            warnings.simplefilter("ignore", category)
         logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)  # "torchvision..."
         program = torch.onnx.export(
             _step_module(model, layers),
