@@ -1,13 +1,14 @@
 """instruction_node: natural-language instructions in, velocity commands out.
 
-Subscribes to /instruction (std_msgs/String), turns each one into a command plan with the instruction model
-(training.rlhf: screen -> model -> parse -> clamp to the command limits and a maximum duration) and publishes the
-plan on /cmd_vel (geometry_msgs/Twist) segment by segment at `rate_hz`, then a zero command. A new instruction
-preempts the running plan at once (zero command while the new plan is generated); "stop" and its synonyms are
-handled without the model. The executed plan and its warnings go to ~/plan (std_msgs/String, JSON, latched).
-The robot state in the prompt is the measured base velocity from /odom. The model runs in a worker thread so the
-node keeps publishing and hears "stop" while it generates. Plan timing uses the node's clock, so with
-use_sim_time (ROS /clock, as in the lockstep software-in-the-loop run) segments last simulated seconds.
+Subscribes to /instruction (std_msgs/String), turns each one into a command plan with the exported instruction model
+on ONNX Runtime (edge.instruct: screen -> model -> parse -> clamp to the policy artifact's command limits and a
+maximum duration) and publishes the plan on /cmd_vel (geometry_msgs/Twist) segment by segment at `rate_hz`, then a
+zero command. A new instruction preempts the running plan at once (zero command while the new plan is generated);
+"stop" and its synonyms are handled without the model. The executed plan and its warnings go to ~/plan
+(std_msgs/String, JSON, latched). The robot state in the prompt is the measured base velocity from /odom. The model
+runs in a worker thread so the node keeps publishing and hears "stop" while it generates. Plan timing uses the
+node's clock, so with use_sim_time (ROS /clock, as in the lockstep software-in-the-loop run) segments last simulated
+seconds. A robot process: no torch, transformers, MuJoCo, sim or training here (.importlinter holds it).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import rclpy
 from geometry_msgs.msg import Twist
@@ -25,47 +27,44 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from std_msgs.msg import String
 
-from edge.errors import UserFixableError
+from edge.errors import ConfigError, UserFixableError
+from edge.fileio import atomic_write_bytes
+from edge.instruct.onnx_generator import BACKENDS, OnnxGenerator, providers_for
 from edge.instruct.plan import STOP, Plan, plan_to_dicts
 from edge.instruct.planner import InstructionPlanner, Planned
 from edge.instruct.prompt import state_summary
-from edge.instruct.safety import PlanLimits, is_stop, limits_from_manifest, screen_instruction
+from edge.instruct.safety import is_stop, limits_from_manifest, screen_instruction
 from ros_nodes.params import describe
-
-
-def _plan_limits(robot: str, artifact: str, max_duration_s: float) -> PlanLimits:
-    """The artifact's manifest limits (the robot's way); without an artifact, the robot YAML's (development)."""
-    if artifact:
-        return limits_from_manifest(artifact, max_duration_s)
-    from sim.robot import load_robot
-
-    return PlanLimits.from_command_limits(load_robot(robot).command_limits, max_duration_s)
 
 
 class InstructionNode(Node):
     def __init__(self, **kwargs):
         super().__init__("instruction_node", **kwargs)
-        self.declare_parameter("model", "", describe("instruction model directory (Hugging Face format)"))
-        self.declare_parameter("backend", "transformers", describe("transformers or vllm"))
-        self.declare_parameter("robot", "rover", describe("robot name or YAML whose command limits clamp plans"))
-        self.declare_parameter("artifact", "", describe("policy artifact; its manifest's command limits win"))
+        self.declare_parameter(
+            "model", "", describe("exported instruction model directory (training.rlhf.export_onnx)")
+        )
+        self.declare_parameter("backend", "auto", describe(f"ONNX Runtime providers: {', '.join(BACKENDS)}"))
+        self.declare_parameter(
+            "threads", 1, describe("ONNX Runtime intra-op threads (0: one per core)", low=0, high=64, integer=True)
+        )
+        self.declare_parameter("artifact", "", describe("policy artifact; its manifest's command limits clamp plans"))
         self.declare_parameter("max_duration_s", 30.0, describe("longest plan executed (s)", low=0.1, high=600.0))
         self.declare_parameter(
             "rate_hz", 20.0, describe("/cmd_vel publish rate while a plan runs", low=1.0, high=200.0)
         )
         self.declare_parameter("constrained", True, describe("grammar-constrained decoding (plans always parse)"))
+        self.declare_parameter(
+            "modules_file", "", describe("debug: at exit, write the process's imported modules here")
+        )
         get = self.get_parameter
-        self.limits = _plan_limits(
-            str(get("robot").value), str(get("artifact").value), float(get("max_duration_s").value)
-        )
-        model, backend = str(get("model").value), str(get("backend").value)
-        if not model:
-            raise ValueError("parameter 'model' (instruction model directory) is required")
-        from training.rlhf.generation import load_generator
-
-        self.planner = InstructionPlanner(
-            load_generator(model, backend), self.limits, constrained=bool(get("constrained").value)
-        )
+        model, artifact, backend = (str(get(k).value) for k in ("model", "artifact", "backend"))
+        for name, value, what in (("model", model, "exported instruction model"), ("artifact", artifact, "policy")):
+            if not value:
+                raise ConfigError(f"parameter '{name}' ({what} directory) is required")
+        self.limits = limits_from_manifest(artifact, float(get("max_duration_s").value))
+        generator = OnnxGenerator(model, providers_for(backend), threads=int(get("threads").value))
+        self.planner = InstructionPlanner(generator, self.limits, constrained=bool(get("constrained").value))
+        self._modules_file = str(get("modules_file").value)
         self._lock = threading.Lock()
         self._worker = ThreadPoolExecutor(max_workers=1)
         self._seq = 0  # the latest instruction; a finished generation for an older one is dropped
@@ -83,8 +82,8 @@ class InstructionNode(Node):
         self.create_subscription(Odometry, "/odom", self._on_odom, qos_profile_sensor_data)
         self.create_timer(1.0 / float(get("rate_hz").value), self._tick)
         self.get_logger().info(
-            f"ready: {model} ({backend}); limits vx {self.limits.vx}, wz {self.limits.wz}, "
-            f"max {self.limits.max_duration_s:g} s"
+            f"ready: {model} on {', '.join(generator.providers)}; limits from {artifact}: vx {self.limits.vx}, "
+            f"vy {self.limits.vy}, wz {self.limits.wz}, max {self.limits.max_duration_s:g} s"
         )
 
     def _on_odom(self, msg: Odometry) -> None:
@@ -166,6 +165,8 @@ class InstructionNode(Node):
         self._worker.shutdown(wait=False, cancel_futures=True)
         if self.context.ok():  # after SIGINT the context is already shut down and nothing can be sent
             self._publish(0.0, 0.0, 0.0)
+        if self._modules_file:  # at exit, so whatever the process imported while it ran is in
+            atomic_write_bytes(Path(self._modules_file), json.dumps(sorted(sys.modules)).encode())
         super().destroy_node()
 
 

@@ -5,8 +5,10 @@ import math
 import random
 import re
 
+import numpy as np
 import pytest
 
+from edge.instruct.grammar import GrammarMask, PlanDFA, TokenGrammar
 from edge.instruct.plan import (
     PLAN_REGEX,
     STOP,
@@ -46,7 +48,6 @@ from training.rlhf.corpus import (
     _corpus_words,
 )
 from training.rlhf.evaluate import load_eval_set
-from training.rlhf.grammar import PlanDFA
 from training.rlhf.intent import intent_score, passes
 
 LIMITS = PlanLimits()  # the rover's: vx [-1, 1], vy 0, wz [-1.5, 1.5], 30 s
@@ -106,6 +107,32 @@ def test_dfa_accepts_exactly_the_regex_language():
         good.replace('"duration_s":', '"duration_s":-'),
     ):
         assert dfa.walk(dfa.START, bad) != dfa.FINAL and not re.fullmatch(PLAN_REGEX, bad)
+
+
+def test_token_mask_keeps_every_walk_in_the_grammar_and_within_its_budget():
+    """Random walks over the allowed tokens of a small vocabulary (characters, pieces, slots, EOS) always end
+    with EOS within the budget, on a plan the regex accepts; a budget no plan fits allows nothing."""
+    pieces = [*"[]{},:-.#0123456789", '"vx":', '"vy":', '"wz":', '"duration_s":', "0.5", "}]", "#1", "#2", "x"]
+    eos = len(pieces)
+    grammars = [TokenGrammar([*pieces, None], eos, PlanDFA(slots=k)) for k in (0, 2)]
+    rng = np.random.default_rng(0)
+    for budget in (40, 60, 120):
+        rows = [grammars[i % 2] for i in range(8)]
+        mask, texts, ended = GrammarMask(rows, budget), [""] * 8, [False] * 8
+        last = None
+        for _ in range(budget):
+            allowed = mask.step(last)
+            last = [
+                int(rng.choice(np.flatnonzero(a))) if not done else 0 for a, done in zip(allowed, ended, strict=True)
+            ]
+            for i, t in enumerate(last):
+                if not ended[i]:
+                    ended[i] = t == eos
+                    texts[i] += "" if ended[i] else pieces[t]
+        assert all(ended), budget
+        for g, text in zip(rows, texts, strict=True):
+            assert re.fullmatch(plan_regex(g.dfa.slots), text), text
+    assert not GrammarMask(grammars[:1], 30).step(None).any()  # 30 tokens are too few for any plan here
 
 
 def test_clamp_limits_velocity_and_duration():

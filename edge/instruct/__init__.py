@@ -1,6 +1,9 @@
 """The instruction runtime of the robot side: plan grammar, number slots, number words, the safety screen and the
-planner over a generator interface (instruction in, clamped plan out). numpy only: no torch, no transformers.
+planner over a generator interface (instruction in, clamped plan out), grammar-constrained decoding (grammar.py) and
+the robot's generator on ONNX Runtime (onnx_generator.py, imported from there: it loads onnxruntime and tokenizers).
+numpy only: no torch, no transformers.
 
+    generator = OnnxGenerator("/opt/instruct")                 # edge.instruct.onnx_generator
     planner = InstructionPlanner(generator, limits_from_manifest("/opt/policy"))
     planned = planner.plan("go forward 2 m then turn left")   # planned.plan: [Segment(vx, vy, wz, duration_s)]
 """

@@ -1,6 +1,6 @@
 """The generator interface the planner runs over: prompts in, completions out. The training side implements it
-with transformers (training.rlhf.generation.HFGenerator) and vLLM (training.rlhf.engine.VLLMEngine); a robot-side
-runtime implements the same signature."""
+with transformers (training.rlhf.generation.HFGenerator) and vLLM (training.rlhf.engine.VLLMEngine); the robot with
+ONNX Runtime (edge.instruct.onnx_generator.OnnxGenerator, on an exported model)."""
 
 from __future__ import annotations
 

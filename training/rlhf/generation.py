@@ -7,10 +7,11 @@ from __future__ import annotations
 import torch
 
 from edge.instruct.generator import MAX_NEW_TOKENS, Completion, Generator
-from edge.instruct.slots import slot_count, uses_number_slots
+from edge.instruct.grammar import PlanGrammars, TokenGrammar
+from edge.instruct.slots import uses_number_slots
 from training.errors import ConfigError
 from training.rlhf.config import INSTRUCTION_BACKENDS
-from training.rlhf.grammar import PlanConstraint, PlanDFA, TokenGrammar
+from training.rlhf.grammar import PlanConstraint, token_texts
 
 
 class HFGenerator:
@@ -19,13 +20,12 @@ class HFGenerator:
     def __init__(self, model, tokenizer, batch_size: int = 256):
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.number_slots = uses_number_slots(model.config)
-        self._grammars: dict[int, TokenGrammar] = {}  # per number of slots in a prompt, built when first needed
+        self._grammars: PlanGrammars | None = None  # built when first needed (unconstrained calls never need it)
 
     def _grammar(self, prompt: str) -> TokenGrammar:
-        slots = slot_count(prompt) if self.number_slots else 0
-        if slots not in self._grammars:
-            self._grammars[slots] = TokenGrammar(self.tokenizer, PlanDFA(slots=slots))
-        return self._grammars[slots]
+        if self._grammars is None:
+            self._grammars = PlanGrammars(token_texts(self.tokenizer), self.tokenizer.eos_token_id, self.number_slots)
+        return self._grammars.for_prompt(prompt)
 
     @torch.no_grad()
     def generate(

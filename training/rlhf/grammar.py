@@ -1,11 +1,5 @@
-"""Constrained decoding for transformers' generate: only tokens that keep the text a prefix of the plan grammar
-(plan.PLAN_REGEX) and leave room to finish it within the token budget may be sampled, and end-of-sequence only
-once the plan is complete, so every output parses.
-
-The grammar is a character DFA built here; per DFA state the allowed tokens (and the state each leads to) are
-computed once by walking every token's text, so it works for any tokenizer whose tokens decode on their own
-(byte-level BPE, as the project's). vLLM gets the same language as a regex through its structured outputs.
-"""
+"""Constrained decoding for transformers' generate: the plan grammar's numpy tables (edge.instruct.grammar, the ones
+the robot's ONNX runtime decodes with) as a LogitsProcessor, so both decode with the same grammar."""
 
 from __future__ import annotations
 
@@ -14,166 +8,27 @@ from collections.abc import Sequence
 import torch
 from transformers import LogitsProcessor
 
-from edge.instruct.plan import MAX_SEGMENTS
-
-DIGITS = "0123456789"
-FIELD_LITERALS = ('{"vx":', ',"vy":', ',"wz":', ',"duration_s":')
+from edge.instruct.grammar import GrammarMask, TokenGrammar
 
 
-class PlanDFA:
-    """States are ints; `trans[s][ch]` is the next state. START before '[', FINAL after ']'. With `slots` > 0 a
-    value may also be a number slot #1..#slots (slots.py)."""
-
-    def __init__(self, max_segments: int = MAX_SEGMENTS, slots: int = 0):
-        self.slots = slots
-        self.trans: list[dict[str, int]] = []
-        self.START = self._new()
-        self.FINAL = self._new()
-        seg = self._literal(self.START, "[")
-        for k in range(max_segments):
-            end = self._segment(seg)
-            self.trans[end]["]"] = self.FINAL
-            if k + 1 < max_segments:
-                seg = self._new()
-                self.trans[end][","] = seg
-
-    def _new(self) -> int:
-        self.trans.append({})
-        return len(self.trans) - 1
-
-    def _literal(self, s: int, text: str) -> int:
-        for ch in text:
-            t = self._new()
-            self.trans[s][ch] = t
-            s = t
-        return s
-
-    def _number(self, s: int, signed: bool, follow: str) -> int:
-        """-?(0|[1-9]d{0,2})(.d{1,2})? (or -?#k) and then the `follow` character; returns the state after it."""
-        first = self._new()
-        if signed:
-            self.trans[s]["-"] = first
-        zero, ints = self._new(), [self._new() for _ in range(3)]
-        dot, f1, f2, after = self._new(), self._new(), self._new(), self._new()
-        for start in (s, first):
-            self.trans[start]["0"] = zero
-            for d in DIGITS[1:]:
-                self.trans[start][d] = ints[0]
-        if self.slots:  # #1..#slots, after the sign if any
-            hash_, slot = self._new(), self._new()
-            self.trans[s]["#"] = self.trans[first]["#"] = hash_
-            for d in DIGITS[1 : self.slots + 1]:
-                self.trans[hash_][d] = slot
-            self.trans[slot][follow] = after
-        for d in DIGITS:
-            self.trans[ints[0]][d] = ints[1]
-            self.trans[ints[1]][d] = ints[2]
-            self.trans[dot][d] = f1
-            self.trans[f1][d] = f2
-        ints.append(zero)
-        for state in ints:
-            self.trans[state]["."] = dot
-        for state in (*ints, f1, f2):  # a number ends after a digit
-            self.trans[state][follow] = after
-        return after
-
-    def _segment(self, s: int) -> int:
-        """Entered just before '{'; returns the state after '}'."""
-        s = self._literal(s, FIELD_LITERALS[0])
-        for i, nxt in enumerate((*FIELD_LITERALS[1:], "}")):
-            s = self._number(s, signed=i < 3, follow=nxt[0])
-            s = self._literal(s, nxt[1:])
-        return s
-
-    def distances(self) -> list[float]:
-        """Per state, the fewest characters that still complete a plan (0 at FINAL): every character is a token of
-        a byte-level vocabulary, so that many tokens always suffice."""
-        dist = [float("inf")] * len(self.trans)
-        dist[self.FINAL] = 0
-        changed = True
-        while changed:  # Bellman-Ford on a small DAG-like graph: a few passes
-            changed = False
-            for s, edges in enumerate(self.trans):
-                best = min((dist[t] + 1 for t in edges.values()), default=float("inf"))
-                if best < dist[s]:
-                    dist[s], changed = best, True
-        return dist
-
-    def walk(self, state: int | None, text: str) -> int | None:
-        for ch in text:
-            if state is None:
-                return None
-            state = self.trans[state].get(ch)
-        return state
-
-
-class TokenGrammar:
-    """The DFA lifted to one tokenizer's vocabulary; the per-state tables are shared by every generate call."""
-
-    def __init__(self, tokenizer, dfa: PlanDFA | None = None):
-        self.dfa = dfa or PlanDFA()
-        self.eos = tokenizer.eos_token_id
-        self.vocab = len(tokenizer)
-        special = set(tokenizer.all_special_ids)
-        alphabet = {ch for edges in self.dfa.trans for ch in edges}
-        self.tokens = []  # (id, text) of the tokens that can ever appear inside a plan
-        for tid, tok in enumerate(tokenizer.convert_ids_to_tokens(list(range(self.vocab)))):
-            if tid in special or tok is None:
-                continue
-            text = tokenizer.convert_tokens_to_string([tok])
-            if text and set(text) <= alphabet:
-                self.tokens.append((tid, text))
-        self.dist = self.dfa.distances()
-        self.rows: dict[int, int] = {}  # DFA state -> row of self.needs
-        self.next: list[dict[int, int]] = []  # per row: token id -> next DFA state
-        # per row and token: tokens still needed after it to end the plan (EOS included); inf: not allowed
-        self.needs = torch.zeros((0, self.vocab))
-
-    def row(self, state: int) -> int:
-        if state not in self.rows:
-            needs = torch.full((1, self.vocab), float("inf"))
-            nxt: dict[int, int] = {}
-            if state == self.dfa.FINAL:
-                needs[0, self.eos] = 0
-            else:
-                for tid, text in self.tokens:
-                    s = self.dfa.walk(state, text)
-                    if s is not None:
-                        nxt[tid] = s
-                        needs[0, tid] = self.dist[s] + 1
-            self.needs = torch.cat([self.needs, needs])
-            self.next.append(nxt)
-            self.rows[state] = len(self.next) - 1
-        return self.rows[state]
+def token_texts(tokenizer) -> list[str | None]:
+    """A transformers tokenizer's vocabulary as TokenGrammar reads it: each token's text, None for special tokens."""
+    special = set(tokenizer.all_special_ids)
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return [
+        None if tid in special or tok is None else tokenizer.convert_tokens_to_string([tok])
+        for tid, tok in enumerate(tokens)
+    ]
 
 
 class PlanConstraint(LogitsProcessor):
-    """The logits processor of one generate call: it follows each row's DFA state token by token (each row has its
-    prompt's grammar: the number slots differ), and allows only tokens after which the plan can still be finished
-    within the call's token budget, so a plan always ends."""
+    """The logits processor of one generate call (edge.instruct.grammar.GrammarMask over its rows)."""
 
     def __init__(self, grammars: Sequence[TokenGrammar], max_new_tokens: int):
-        self.grammars, self.budget = list(grammars), max_new_tokens
-        self.states: list[int | None] = [g.dfa.START for g in self.grammars]
-        self.generated = -1  # the first call sees the prompts only
-        self.groups: dict[int, list[int]] = {}  # rows per grammar, so each grammar's mask is one indexing op
-        for i, g in enumerate(self.grammars):
-            self.groups.setdefault(id(g), []).append(i)
+        self.mask = GrammarMask(grammars, max_new_tokens)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        self.generated += 1
-        if self.generated:
-            last = input_ids[:, -1].tolist()
-            self.states = [
-                None if s is None else g.next[g.rows[s]].get(t)
-                for g, s, t in zip(self.grammars, self.states, last, strict=True)
-            ]
-        allowed = torch.ones_like(scores, dtype=torch.bool)  # finished rows (state None): anything, HF pads them
-        left = self.budget - self.generated - 1  # tokens that may follow this one
-        for rows in self.groups.values():
-            g = self.grammars[rows[0]]
-            live = [i for i in rows if self.states[i] is not None]
-            if live:
-                rows_of_states = [g.row(self.states[i]) for i in live]  # may add rows to g.needs: index after
-                allowed[live] = g.needs[rows_of_states] <= left
+        # the first call sees the prompts only: no token of this call's yet
+        last = input_ids[:, -1].tolist() if self.mask.generated >= 0 else None
+        allowed = torch.from_numpy(self.mask.step(last)).to(scores.device)
         return scores.masked_fill(~allowed, float("-inf"))
