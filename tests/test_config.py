@@ -334,12 +334,13 @@ def test_rlhf_flags_go_over_the_stage_yaml(capsys):
 
 
 def test_choice_lists_are_the_one_constants():
+    from edge.instruct.onnx_generator import BACKENDS as ONNX_BACKENDS
     from edge.runtime import BACKENDS as INFERENCE_BACKENDS
     from sim.backends import BACKENDS as TWIN_BACKENDS
 
     assert list(_actions(["validate"])["backend"].choices) == list(TWIN_BACKENDS)
     assert list(_actions(["sil"])["backend"].choices) == list(INFERENCE_BACKENDS)
-    assert list(_actions(["sil"])["instruction_backend"].choices) == list(INSTRUCTION_BACKENDS)
+    assert list(_actions(["sil"])["instruction_backend"].choices) == list(ONNX_BACKENDS)
     assert list(_actions(["rlhf", "eval"])["backend"].choices) == list(INSTRUCTION_BACKENDS)
     assert list(_actions(["rlhf", "rl"])["engine"].choices) == list(ENGINES)
     assert list(_actions(["rlhf", "pipeline"])["engine"].choices) == list(ENGINES)

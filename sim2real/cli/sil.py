@@ -14,7 +14,7 @@ EXAMPLES = """examples:
   sim2real sil --artifact policy/ --duration 20
   sim2real sil --artifact policy/ --field-twin field.yaml --record runs/sil/logs
   sim2real sil --artifact policy/ --commands my_script.yaml --real-time
-  sim2real sil --artifact policy/ --instructions config/sil/instructions.yaml --instruction-model runs/rlhf/model
+  sim2real sil --artifact policy/ --instructions config/sil/instructions.yaml --instruction-model runs/rlhf/onnx
 
 field.yaml holds hidden twin parameters, e.g. {friction: 0.5, payload_kg: 3.0, latency_s: 0.02}.
 An instruction script is a YAML list of {t_s, text}: each text goes out on /instruction at simulated time t_s.
@@ -23,7 +23,7 @@ An instruction script is a YAML list of {t_s, text}: each text goes out on /inst
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from edge.runtime import BACKENDS
-    from training.rlhf.config import INSTRUCTION_BACKENDS
+    from edge.instruct.onnx_generator import BACKENDS as INSTRUCTION_BACKENDS
 
     p.add_argument("--artifact", required=True, help="policy artifact directory")
     p.add_argument("--duration", type=float, default=20.0, help="simulated seconds (default 20)")
@@ -34,12 +34,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="",
         help="YAML list of {t_s, text} for instruction_node (replaces --commands; needs --instruction-model)",
     )
-    p.add_argument("--instruction-model", default="", help="instruction model directory (sim2real rlhf output)")
+    p.add_argument(
+        "--instruction-model", default="", help="exported instruction model directory (the rlhf pipeline's onnx/)"
+    )
     p.add_argument(
         "--instruction-backend",
         choices=INSTRUCTION_BACKENDS,
         default=INSTRUCTION_BACKENDS[0],
-        help="instruction_node backend (default %(default)s)",
+        help="instruction_node's ONNX Runtime providers (default %(default)s)",
     )
     p.add_argument("--record", default="", help="record MCAP field logs into this directory")
     p.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0], help="policy backend (default %(default)s)")

@@ -35,7 +35,7 @@ def run_sil(
     allow_unvalidated: bool = False,
     instructions: str | Path | None = None,
     instruction_model: str | Path | None = None,
-    instruction_backend: str = "transformers",
+    instruction_backend: str = "auto",
     progress: Callable[[float], None] | None = None,
 ) -> dict:
     """Run the node set for `duration` simulated seconds; return the KPI summary. With `instructions` (a script
