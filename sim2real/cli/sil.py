@@ -22,8 +22,8 @@ An instruction script is a YAML list of {t_s, text}: each text goes out on /inst
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from edge.runtime import BACKENDS
     from edge.instruct.onnx_generator import BACKENDS as INSTRUCTION_BACKENDS
+    from edge.runtime import BACKENDS
 
     p.add_argument("--artifact", required=True, help="policy artifact directory")
     p.add_argument("--duration", type=float, default=20.0, help="simulated seconds (default 20)")
