@@ -1,18 +1,18 @@
-"""On the robot: policy_node (plus field_recorder when record:=true, instruction_node when instructions:=true).
+"""On the robot: policy_node (a managed node, configured and activated by launch_ros), plus field_recorder when
+record:=true and instruction_node when instructions:=true.
 
 ros2 launch edge robot_policy.launch.py artifact:=/opt/policy backend:=tensorrt namespace:=go1 record:=true
-ros2 launch edge robot_policy.launch.py artifact:=/opt/policy instructions:=true instruction_model:=/opt/rlhf
+ros2 launch edge robot_policy.launch.py artifact:=/opt/policy instructions:=true instruction_model:=/opt/instruct
 """
-
-from pathlib import Path
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.conditions import IfCondition
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.actions import LifecycleNode, Node
+from launch_ros.substitutions import FindPackageShare
 
-PARAMS = str(Path(__file__).resolve().parent.parent / "config" / "ros" / "robot.yaml")
+PARAMS = PathJoinSubstitution([FindPackageShare("edge"), "config", "ros", "robot.yaml"])
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -23,15 +23,18 @@ def generate_launch_description() -> LaunchDescription:
         [
             DeclareLaunchArgument("artifact", description="policy artifact directory"),
             DeclareLaunchArgument("backend", default_value="auto", description="auto, tensorrt or onnxruntime"),
-            DeclareLaunchArgument("namespace", default_value="", description="robot namespace"),
+            DeclareLaunchArgument("namespace", default_value="", description="robot namespace (all topics relative)"),
             DeclareLaunchArgument("record", default_value="true", description="record field logs to MCAP"),
             DeclareLaunchArgument("instructions", default_value="false", description="run instruction_node"),
-            DeclareLaunchArgument("instruction_model", default_value="", description="instruction model directory"),
-            Node(
+            DeclareLaunchArgument("instruction_model", default_value="", description="exported instruction model"),
+            LifecycleNode(
                 package="edge",
                 executable="policy_node",
+                name="policy_node",
                 namespace=namespace,
-                parameters=[PARAMS, {"artifact": artifact, "backend": backend}],
+                # launch_ros drives the lifecycle (configure, then activate); the node's own autostart stays off
+                parameters=[PARAMS, {"artifact": artifact, "backend": backend, "autostart": False}],
+                autostart=True,
             ),
             Node(
                 package="edge",

@@ -3,15 +3,12 @@
 ros2 launch edge sim_in_the_loop.launch.py artifact:=policy robot:=rover field_twin:=field.yaml
 """
 
-from pathlib import Path
-
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
-from launch.substitutions import LaunchConfiguration
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
-
-HERE = Path(__file__).resolve().parent
+from launch_ros.substitutions import FindPackageShare
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -19,11 +16,17 @@ def generate_launch_description() -> LaunchDescription:
         [
             DeclareLaunchArgument("robot", default_value="rover", description="robot name or YAML path"),
             DeclareLaunchArgument("field_twin", default_value="", description="YAML of hidden twin parameters"),
+            DeclareLaunchArgument("namespace", default_value="", description="robot namespace (all topics relative)"),
             Node(
                 package="edge",
                 executable="sim_bridge_node",
+                namespace=LaunchConfiguration("namespace"),
                 parameters=[{"robot": LaunchConfiguration("robot"), "field_twin": LaunchConfiguration("field_twin")}],
             ),
-            IncludeLaunchDescription(PythonLaunchDescriptionSource(str(HERE / "robot_policy.launch.py"))),
+            IncludeLaunchDescription(
+                PythonLaunchDescriptionSource(
+                    PathJoinSubstitution([FindPackageShare("edge"), "launch", "robot_policy.launch.py"])
+                )
+            ),
         ]
     )

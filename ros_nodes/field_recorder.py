@@ -28,6 +28,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
+from ros_nodes.qos import STATUS
 from ros_nodes.recovery import recover_partial_segments
 
 # relative names: under a namespace (two robots on one DDS domain) each recorder logs only its own robot's topics
@@ -72,7 +73,7 @@ class FieldRecorder(Node):
         # use_sim_time a timer on /clock would wait for a simulation that may wait for this recorder)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(0.2, self._discover, clock=steady)
-        self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", 10)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS)
         self.create_timer(1.0, self._publish_diagnostics, clock=steady)
         self._discover()
 

@@ -24,7 +24,6 @@ from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from std_msgs.msg import String
 
 from edge.errors import ConfigError, UserFixableError
@@ -34,6 +33,7 @@ from edge.instruct.plan import STOP, Plan, plan_to_dicts
 from edge.instruct.planner import InstructionPlanner, Planned
 from edge.instruct.prompt import state_summary
 from edge.instruct.safety import is_stop, limits_from_manifest, screen_instruction
+from ros_nodes import qos
 from ros_nodes.params import describe
 
 
@@ -72,14 +72,14 @@ class InstructionNode(Node):
         self._plan: Plan | None = None
         self._plan_start = 0.0
         self._state = state_summary()
-        self.pub_cmd = self.create_publisher(Twist, "/cmd_vel", 10)
+        self.pub_cmd = self.create_publisher(Twist, "cmd_vel", qos.COMMAND)
         self.pub_plan = self.create_publisher(
             String,
             "~/plan",
-            QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+            qos.LATCHED,
         )
-        self.create_subscription(String, "/instruction", self._on_instruction, 10)
-        self.create_subscription(Odometry, "/odom", self._on_odom, qos_profile_sensor_data)
+        self.create_subscription(String, "instruction", self._on_instruction, qos.COMMAND)
+        self.create_subscription(Odometry, "odom", self._on_odom, qos.SENSOR)
         self.create_timer(1.0 / float(get("rate_hz").value), self._tick)
         self.get_logger().info(
             f"ready: {model} on {', '.join(generator.providers)}; limits from {artifact}: vx {self.limits.vx}, "

@@ -10,9 +10,11 @@ from rclpy.lifecycle import LifecycleNode
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from ros_nodes import qos
+
 TOPICS = {
-    "float64_array": (Float64MultiArray, "/joint_commands"),
-    "joint_trajectory": (JointTrajectory, "/joint_trajectory"),
+    "float64_array": (Float64MultiArray, "joint_commands"),
+    "joint_trajectory": (JointTrajectory, "joint_trajectory"),
 }
 OUTPUT_TYPES = tuple(TOPICS)
 
@@ -20,7 +22,7 @@ OUTPUT_TYPES = tuple(TOPICS)
 class JointOutput:
     def __init__(self, node: LifecycleNode, output_type: str, joint_names: list[str]):
         msg_type, topic = TOPICS[output_type]
-        self.publisher = node.create_lifecycle_publisher(msg_type, topic, 10)
+        self.publisher = node.create_lifecycle_publisher(msg_type, topic, qos.COMMAND)
         self.joint_names = joint_names
         self._msg = Float64MultiArray() if output_type == "float64_array" else None  # one message, refilled
 

@@ -24,6 +24,14 @@ GOAL = {  # the state a transition ends in
     Transition.TRANSITION_DEACTIVATE: "inactive",
     Transition.TRANSITION_CLEANUP: "unconfigured",
 }
+# requests carry the transition's label: rclpy looks a label up among the transitions the current state offers and
+# answers success=false when it is not one of them (a bare id of an unavailable transition raises in the node)
+LABELS = {
+    Transition.TRANSITION_CONFIGURE: "configure",
+    Transition.TRANSITION_ACTIVATE: "activate",
+    Transition.TRANSITION_DEACTIVATE: "deactivate",
+    Transition.TRANSITION_CLEANUP: "cleanup",
+}
 REPLY_S = 5.0  # how long one call waits for its reply
 STATE_ATTEMPTS = 5  # get_state calls before a state counts as unknown
 
@@ -50,7 +58,9 @@ class LifecycleClient:
         """True once the node is in the transition's goal state; False when it refused or failed the transition."""
         before = self.state()
         for _ in range(2):
-            reply = self._call(self._change, ChangeState.Request(transition=Transition(id=transition_id)))
+            reply = self._call(
+                self._change, ChangeState.Request(transition=Transition(id=transition_id, label=LABELS[transition_id]))
+            )
             if reply is not None:
                 return reply.success
             now = self.state()

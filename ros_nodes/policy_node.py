@@ -17,16 +17,15 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
 
 from edge.errors import ArtifactError, BackendUnavailable
 from edge.runtime import load_policy
 from edge.validation import require_validated
+from ros_nodes import qos
 from ros_nodes.controller import PolicyController
 from ros_nodes.diagnostics import OK, WARN, LoopStatus, diagnostic_array
 from ros_nodes.joint_output import JointOutput
-from ros_nodes.lifecycle_guard import refuse_unavailable_transitions
 from ros_nodes.params import declare, read
 from ros_nodes.policy_params import PolicyParams
 from ros_nodes.spin import spin
@@ -40,7 +39,6 @@ class PolicyNode(Node):
         self.control: PolicyController | None = None
         self._timer = None
         self._subs: list = []
-        refuse_unavailable_transitions(self)
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -68,12 +66,14 @@ class PolicyNode(Node):
         # input, the world waits for us; on the robot, monotonic time
         self._sim_time = bool(self.get_parameter("use_sim_time").value)
         self._out = JointOutput(self, p.output_type, self.control.joint_names)
-        self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, "diagnostics", qos.STATUS)
         self._subs = [
-            self.create_subscription(JointState, "/joint_states", self._on_joints, qos_profile_sensor_data),
-            self.create_subscription(Imu, "/imu/data", self._on_imu, qos_profile_sensor_data),
-            self.create_subscription(Odometry, "/odom", self._on_odom, qos_profile_sensor_data),
-            self.create_subscription(Twist, "/cmd_vel", lambda msg: self.control.inputs.cmd_vel(msg, self._now()), 10),
+            self.create_subscription(JointState, "joint_states", self._on_joints, qos.SENSOR),
+            self.create_subscription(Imu, "imu/data", self._on_imu, qos.SENSOR),
+            self.create_subscription(Odometry, "odom", self._on_odom, qos.SENSOR),
+            self.create_subscription(
+                Twist, "cmd_vel", lambda msg: self.control.inputs.cmd_vel(msg, self._now()), qos.COMMAND
+            ),
         ]
         self.get_logger().info(
             f"configured {p.artifact}: {m.robot['name']}, {m.action_dim} joints, "

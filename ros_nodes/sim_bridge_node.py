@@ -18,13 +18,13 @@ from builtin_interfaces.msg import Time
 from nav_msgs.msg import Odometry
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
 from edge.fileio import read_yaml_mapping
 from edge.observation import rotate_world_to_base
+from ros_nodes import qos
 from ros_nodes.params import describe
 from sim.errors import SimError
 from sim.randomization import RandomizationConfig, fixed_params
@@ -75,11 +75,11 @@ class SimBridge(Node):
         self._last_publish_wall = time.monotonic()
         self._accel_world = np.zeros(3)  # base acceleration over the last step
 
-        self.pub_joints = self.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
-        self.pub_imu = self.create_publisher(Imu, "/imu/data", qos_profile_sensor_data)
-        self.pub_odom = self.create_publisher(Odometry, "/odom", qos_profile_sensor_data)
+        self.pub_joints = self.create_publisher(JointState, "joint_states", qos.SENSOR)
+        self.pub_imu = self.create_publisher(Imu, "imu/data", qos.SENSOR)
+        self.pub_odom = self.create_publisher(Odometry, "odom", qos.SENSOR)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.lockstep else None
-        self.create_subscription(Float64MultiArray, "/joint_commands", self._on_command, 10)
+        self.create_subscription(Float64MultiArray, "joint_commands", self._on_command, qos.COMMAND)
         # lockstep steps on each command (a polling timer would burn a core) and checks now and then for a
         # state nobody answered; real time steps at the control period
         if self.lockstep:

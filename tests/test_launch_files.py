@@ -28,10 +28,11 @@ def console_scripts() -> dict[str, str]:
 
 
 def launched_nodes(path: Path) -> list[tuple[str, set[str], bool]]:
-    """(executable, parameter names passed inline, whether the YAML parameter file is passed) per Node(...)."""
+    """(executable, parameter names passed inline, whether the YAML parameter file is passed) per Node(...) or
+    LifecycleNode(...)."""
     nodes = []
     for call in ast.walk(ast.parse(path.read_text())):
-        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Node":
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) in ("Node", "LifecycleNode"):
             kw = {k.arg: k.value for k in call.keywords}
             assert ast.literal_eval(kw["package"]) == "edge"
             names, uses_file = set(), False
@@ -92,3 +93,23 @@ def test_launch_names_real_executables_and_declared_parameters(launch_file, tmp_
         from_file = set(params_file.get(executable, {}).get("ros__parameters", {})) if uses_file else set()
         undeclared = (inline | from_file) - declared
         assert not undeclared, f"{launch_file.name}: {executable} does not declare {sorted(undeclared)}"
+
+
+def test_policy_node_is_a_lifecycle_node_that_launch_ros_brings_up():
+    calls = [
+        c
+        for c in ast.walk(ast.parse((ROOT / "launch" / "robot_policy.launch.py").read_text()))
+        if isinstance(c, ast.Call) and getattr(c.func, "id", None) == "LifecycleNode"
+    ]
+    kw = {k.arg: k.value for k in calls[0].keywords} if len(calls) == 1 else {}
+    assert ast.literal_eval(kw["executable"]) == "policy_node" and ast.literal_eval(kw["autostart"]) is True
+    # the node's own start-up transitions stay off: launch_ros drives them (else configure would run twice)
+    inline = next(i for i in kw["parameters"].elts if isinstance(i, ast.Dict))
+    assert {ast.literal_eval(k): v.value for k, v in zip(inline.keys, inline.values, strict=True)
+            if isinstance(v, ast.Constant)}["autostart"] is False  # fmt: skip
+
+
+@pytest.mark.parametrize("launch_file", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_files_find_their_files_through_the_installed_package(launch_file):
+    text = launch_file.read_text()
+    assert "FindPackageShare" in text and "__file__" not in text

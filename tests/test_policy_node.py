@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
 from nav_msgs.msg import Odometry
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
@@ -227,8 +228,12 @@ def test_invalid_transition_is_refused_and_the_node_stays_up(rover_artifact):
         probe_node() as (node, ex),
     ):
         transition, state = _lifecycle(node, ex)
-        assert not transition(Transition.TRANSITION_ACTIVATE)  # not offered while unconfigured
-        assert proc.wait_for_output("refused lifecycle transition", timeout=5), proc.output
+        assert not transition(Transition.TRANSITION_ACTIVATE)  # not offered while unconfigured: success=false
+        assert state() == "unconfigured" and proc.poll() is None
+        # a bare id (no label), as some managers send it: rclpy raises in the node; the node refuses it and lives
+        raw = node.create_client(ChangeState, "/policy_node/change_state")
+        raw.call_async(ChangeState.Request(transition=Transition(id=Transition.TRANSITION_ACTIVATE)))
+        assert proc.wait_for_output("refused lifecycle transition", timeout=10), proc.output
         assert state() == "unconfigured" and proc.poll() is None
         assert transition(Transition.TRANSITION_CONFIGURE) and transition(Transition.TRANSITION_ACTIVATE)
         assert not transition(Transition.TRANSITION_CLEANUP)  # not offered while active

@@ -11,14 +11,13 @@ import numpy as np
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from std_msgs.msg import Float64MultiArray, String
 
+from ros_nodes import qos
 from sim2real.sil.scripts import Instruction, Segment, command_at
 
 CMD_TIMEOUT_S = 0.5  # policy_node's default cmd_timeout_s: an older /cmd_vel means "stand still"
 # instruction_node's ~/plan is latched: a plan published before this subscription matched still comes
-LATCHED = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class Operator:
@@ -41,16 +40,16 @@ class Operator:
         self.commanding = False  # a /joint_commands came out of policy_node
         self.started = False  # set once policy_node runs: instructions play from then on
         self._cmd, self._cmd_t = np.zeros(3), -math.inf
-        self.pub_cmd = node.create_publisher(Twist, "/cmd_vel", 10) if segments else None
-        self.pub_instruction = node.create_publisher(String, "/instruction", 10)
-        node.create_subscription(Odometry, "/odom", self._on_odom, qos_profile_sensor_data)
+        self.pub_cmd = node.create_publisher(Twist, "cmd_vel", qos.COMMAND) if segments else None
+        self.pub_instruction = node.create_publisher(String, "instruction", qos.COMMAND)
+        node.create_subscription(Odometry, "odom", self._on_odom, qos.SENSOR)
         if not lockstep:
             node.create_subscription(
-                Float64MultiArray, "/joint_commands", lambda _: setattr(self, "commanding", True), 10
+                Float64MultiArray, "joint_commands", lambda _: setattr(self, "commanding", True), qos.COMMAND
             )
         if instructions:  # the reference is what instruction_node commands
-            node.create_subscription(Twist, "/cmd_vel", self._on_cmd_vel, 10)
-            node.create_subscription(String, "/instruction_node/plan", self._on_plan, LATCHED)
+            node.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, qos.COMMAND)
+            node.create_subscription(String, "instruction_node/plan", self._on_plan, qos.LATCHED)
 
     @property
     def t(self) -> float:
