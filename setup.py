@@ -19,6 +19,7 @@ ROS_WHEELS = [  # x86_64 wheels of ROS 2 Jazzy for machines without apt ROS (the
     "ros-jazzy-lifecycle-msgs==2.0.3",
     "ros-jazzy-rosgraph-msgs==2.0.3",
     "ros-jazzy-trajectory-msgs==5.3.6",
+    "ros-jazzy-std-srvs==5.3.6",
 ]
 
 RLHF = [  # the instruction model's training side, without its generation engine (vLLM: CPU or CUDA build)

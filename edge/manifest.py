@@ -22,6 +22,9 @@ from edge.fileio import atomic_write_bytes, sha256_file
 from edge.observation import ObsTerm
 
 SCHEMA_VERSION = 1
+# what the robot does on a fault or an e-stop: hold the default pose at full PD gains, or damp (kp = 0, the
+# manifest's kd: a moving legged robot sinks instead of snapping into its stance)
+SAFE_MODES = ("hold", "damp")
 MANIFEST_FILE = "manifest.json"
 ONNX_FILE = "policy.onnx"
 INPUT_NAME = "obs"
@@ -71,6 +74,11 @@ class Manifest:
     @property
     def control_period(self) -> float:
         return float(self.control["period_s"])
+
+    @property
+    def safe_mode(self) -> str:
+        """hold or damp (SAFE_MODES); manifests written before safe modes hold."""
+        return self.control.get("safe_mode", "hold")
 
     def action_vector(self, key: str) -> np.ndarray:
         """One per-joint action field (scale, offset, low, high, target_low, target_high) as float32."""
@@ -131,6 +139,8 @@ class Manifest:
             raise ValueError("action.rate_limit must be positive or null")
         if float(self.control["period_s"]) <= 0:
             raise ValueError("control.period_s must be positive")
+        if self.safe_mode not in SAFE_MODES:
+            raise ValueError(f"control.safe_mode {self.safe_mode!r} is not one of {', '.join(SAFE_MODES)}")
 
 
 def _per_joint(value, n: int, key: str) -> np.ndarray:
@@ -229,6 +239,7 @@ def build_manifest(
             "kp": _per_joint(robot["kp"], n, "kp").tolist(),
             "kd": _per_joint(robot["kd"], n, "kd").tolist(),
             "torque_limit": _per_joint(robot["torque_limit"], n, "torque_limit").tolist(),
+            "safe_mode": str(robot.get("safe_mode", "hold")),
         },
         "command_limits": {k: [float(v) for v in robot["command_limits"][k]] for k in ("vx", "vy", "wz")},
         "policy": {

@@ -1,6 +1,10 @@
 """policy_node's control step, without ROS: from the latest inputs to joint targets. The observation is assembled
-as the manifest lays it out; while the watchdog finds a fault the targets are the safe pose, else the policy's
-action (through its safety filter) as `offset + scale * action`."""
+as the manifest lays it out; while the watchdog finds a fault or the e-stop is engaged the targets are the safe
+mode's, else the policy's action (through its safety filter) as `offset + scale * action`.
+
+Safe modes (the manifest's control.safe_mode): `hold` commands the default pose at full gains; `damp` commands the
+measured joint positions, so a position loop adds no stiffness of its own, and the actuator layer, told `damp` on
+the node's safe_mode topic, sets kp = 0 and keeps kd (a moving legged robot sinks instead of snapping to stance)."""
 
 from __future__ import annotations
 
@@ -21,6 +25,9 @@ class PolicyController:
         self.scale = m.action_vector("scale").astype(np.float64)
         self.offset = m.action_vector("offset").astype(np.float64)
         self.safe_targets = self.offset + self.scale * policy.safety.safe_action
+        self.safe_mode = m.safe_mode
+        self.position_controlled = m.control["mode"] == "position"
+        self.estop = False  # engaged by ~/estop (topic or service) until released
         self.watchdog = Watchdog(self.layout, stale_s)
         self.inputs = PolicyInputs(self.joint_names, self.offset, *command_limits(m.command_limits, cmd_overrides))
         self.reset()
@@ -34,7 +41,9 @@ class PolicyController:
         """The joint targets at `now` (the clock the inputs' receive times are on), and the fault that made them the
         safe pose (None: the policy's)."""
         stale = self.watchdog.stale(self.inputs.received, now)
-        if stale is not None:
+        if self.estop:
+            fault = Fault("e-stop engaged", stale=False)
+        elif stale is not None:
             fault = Fault(stale, stale=True)
         else:
             values = self.inputs.observation_values(now, self.cmd_timeout_s, self.last_action)
@@ -43,6 +52,19 @@ class PolicyController:
             fault = None if invalid is None else Fault(invalid, stale=False)
         if fault is not None:
             self.reset()  # on recovery the safety filter ramps from the safe pose
-            return self.safe_targets, fault
+            return self.safe_output(), fault
         self.last_action = self.policy.act(obs).astype(np.float64)
         return self.offset + self.scale * self.last_action, None
+
+    def safe_output(self) -> np.ndarray:
+        """The safe mode's joint targets: the default pose (hold), or the measured positions (damp) while they are
+        known and finite (else the default pose)."""
+        measured = self.inputs.values.get("joint_pos")
+        if (
+            self.safe_mode == "damp"
+            and self.position_controlled
+            and measured is not None
+            and np.all(np.isfinite(measured))
+        ):
+            return self.inputs.default_pose + measured
+        return self.safe_targets

@@ -2,10 +2,13 @@
 
 configure loads and verifies the artifact; activate starts the control loop at the manifest's period. Each tick
 runs the control step (`controller`: the manifest's observation from the latest /joint_states, /imu/data, /odom and
-/cmd_vel, the runtime and its safety filter, the watchdog's safe pose on stale, non-finite or implausible inputs)
-and publishes the joint targets (`joint_output`); /diagnostics (`diagnostics`) each second and on a change of
-state. This file is the ROS side only: parameters (`policy_params`), transitions, subscriptions, timers,
-publishing. Imports numpy, the `edge` runtime and rclpy only: nothing of torch, Ray or MuJoCo.
+/cmd_vel, the runtime and its safety filter, the watchdog's safe mode on stale, non-finite or implausible inputs)
+and publishes the joint targets (`joint_output`); diagnostics (`diagnostics`) each second and on a change of
+state. ~/estop (a latched std_msgs/Bool topic, or the std_srvs/SetBool service) engages the safe mode at once and
+keeps it until released; the safe mode (hold or damp, from the manifest) is announced on safe_mode for the
+actuator layer. Topic names are relative: a namespace per robot. This file is the ROS side only: parameters
+(`policy_params`), transitions, subscriptions, timers, publishing. Imports numpy, the `edge` runtime and rclpy
+only: nothing of torch, Ray or MuJoCo.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Bool, String
+from std_srvs.srv import SetBool
 
 from edge.errors import ArtifactError, BackendUnavailable
 from edge.runtime import load_policy
@@ -39,6 +44,13 @@ class PolicyNode(Node):
         self.control: PolicyController | None = None
         self._timer = None
         self._subs: list = []
+        self._estop = False  # kept across configure/cleanup: an e-stop is released only by its release
+        # ~/estop in all states: a latched Bool (true engages, false releases) and a SetBool service alike
+        self.create_subscription(Bool, "~/estop", lambda msg: self._set_estop(bool(msg.data), "topic"), qos.LATCHED)
+        self.create_service(SetBool, "~/estop", self._on_estop_service)
+        # what the actuator layer must do now: "" (follow joint_commands), "hold" or "damp" (kp = 0, kd kept)
+        self._pub_mode = self.create_publisher(String, "safe_mode", qos.LATCHED)
+        self._mode = None
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -58,6 +70,8 @@ class PolicyNode(Node):
         self.control = PolicyController(
             policy, p.stale_periods * self.period, p.cmd_timeout_s, [p.max_vx, p.max_vy, p.max_wz]
         )
+        self.control.estop = self._estop
+        self.control.safe_mode = p.safe_mode or self.control.safe_mode
         self.status = LoopStatus()
         self.latest_input = 0.0  # monotonic time of the last input: where a tick's latency starts
         event = p.trigger == "joint_states"
@@ -90,7 +104,8 @@ class PolicyNode(Node):
         return super().on_activate(state)
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
-        self._out.publish(self.control.safe_targets)  # leave the robot holding its safe pose
+        self._announce_mode(self.control.safe_mode)  # leave the robot in its safe mode
+        self._out.publish(self.control.safe_output())
         self.destroy_timer(self._timer)
         self.destroy_timer(self._diag_timer)
         self._timer = None
@@ -109,7 +124,8 @@ class PolicyNode(Node):
 
     def on_shutdown(self, state: State) -> TransitionCallbackReturn:
         if self._timer is not None:
-            self._out.publish(self.control.safe_targets)
+            self._announce_mode(self.control.safe_mode)
+            self._out.publish(self.control.safe_output())
         return TransitionCallbackReturn.SUCCESS
 
     # ------------------------------------------------------------------ inputs
@@ -141,12 +157,38 @@ class PolicyNode(Node):
         if self.instants.silence(self.get_clock().now().nanoseconds):
             self._tick()
 
+    def _set_estop(self, engaged: bool, source: str) -> None:
+        if engaged == self._estop:
+            return
+        self._estop = engaged
+        if engaged:
+            self.get_logger().error(f"e-stop engaged ({source}): safe mode until released")
+        else:
+            self.get_logger().warn(f"e-stop released ({source})")
+        if self.control is not None:
+            self.control.estop = engaged
+            if self._timer is not None:  # active: the safe mode now, not at the next tick
+                self._tick()
+        if engaged:
+            self._announce_mode(self.control.safe_mode if self.control else "hold")
+
+    def _on_estop_service(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        self._set_estop(bool(request.data), "service")
+        response.success, response.message = True, "e-stop engaged" if request.data else "e-stop released"
+        return response
+
+    def _announce_mode(self, mode: str) -> None:
+        if mode != self._mode:
+            self._mode = mode
+            self._pub_mode.publish(String(data=mode))
+
     def _tick(self) -> None:
         start = time.monotonic()
         self.status.tick(start, self.period)
         if self.instants:
             self.instants.ticked(self.get_clock().now().nanoseconds)
         targets, fault = self.control.step(self._now())
+        self._announce_mode("" if fault is None else self.control.safe_mode)
         self._out.publish(targets)
         # latency: from the input that completed the observation; on a fault, from the tick's start
         if self.status.record(fault, time.monotonic() - (self.latest_input if fault is None else start)):
@@ -154,9 +196,9 @@ class PolicyNode(Node):
             if self.status.level == OK:
                 self.get_logger().info(f"{self.status.message}; policy in control")
             elif self.status.level == WARN:
-                self.get_logger().warn(f"{self.status.message}; holding the safe pose")
+                self.get_logger().warn(f"{self.status.message}; safe mode {self.control.safe_mode}")
             else:
-                self.get_logger().error(f"{self.status.message}; holding the safe pose")
+                self.get_logger().error(f"{self.status.message}; safe mode {self.control.safe_mode}")
             self._publish_diagnostics()
 
     def _publish_diagnostics(self) -> None:

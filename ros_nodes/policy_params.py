@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edge.manifest import SAFE_MODES
 from edge.runtime import BACKENDS
 from ros_nodes.joint_output import OUTPUT_TYPES
 from ros_nodes.params import parameter
@@ -26,6 +27,7 @@ class PolicyParams:
     max_wz: float = parameter(0.0, "|wz| command limit (rad/s); 0 = the manifest's", low=0, high=20)
     output_type: str = parameter("float64_array", "float64_array (forward_command_controller) or joint_trajectory")
     allow_unvalidated: bool = parameter(False, "run an artifact without a passing campaign verdict (development only)")
+    safe_mode: str = parameter("", "on a fault or an e-stop: hold or damp; '' = the manifest's (the robot YAML's)")
     trigger: str = parameter(
         "timer",
         "timer: tick at the control rate; joint_states: tick once per /joint_states, when the other inputs of that "
@@ -42,6 +44,8 @@ class PolicyParams:
         """What configure refuses (None: nothing)."""
         if self.output_type not in OUTPUT_TYPES:
             return f"output_type {self.output_type!r}: use {' or '.join(OUTPUT_TYPES)}"
+        if self.safe_mode not in ("", *SAFE_MODES):
+            return f"safe_mode {self.safe_mode!r}: use {' or '.join(SAFE_MODES)} (or '' for the manifest's)"
         if self.trigger not in TRIGGERS:
             return f"trigger {self.trigger!r}: use {' or '.join(TRIGGERS)}"
         return None

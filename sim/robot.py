@@ -16,6 +16,7 @@ import mujoco
 import numpy as np
 
 from edge.fileio import read_yaml_mapping
+from edge.manifest import SAFE_MODES
 from edge.resources import config_path
 from sim.errors import RobotConfigError
 
@@ -63,6 +64,7 @@ class RobotSpec:
     kd: float
     torque_limit: tuple[float, ...]
     control_mode: str = "position"
+    safe_mode: str = "hold"  # edge.manifest.SAFE_MODES: hold the default pose, or damp (kp = 0, kd kept)
     action_scale: float = 0.25
     base_height: float = 0.3
     sim_dt: float = 0.005
@@ -107,6 +109,13 @@ def _number(raw: dict, key: str, source: str, default: float | None = None, inte
     kind = int if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kind) or not np.isfinite(value):
         raise RobotConfigError(f"{source}: {key} must be a finite {'integer' if integer else 'number'}, got {value!r}")
+    return value
+
+
+def _choice(raw: dict, key: str, choices: tuple[str, ...], source: str) -> str:
+    value = raw.get(key, choices[0])
+    if value not in choices:
+        raise RobotConfigError(f"{source}: {key} {value!r} is not one of {', '.join(choices)}")
     return value
 
 
@@ -188,6 +197,7 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
         kd=float(_number(raw, "kd", src)),
         torque_limit=_vector(raw["torque_limit"], "torque_limit", n, src),
         control_mode=mode,
+        safe_mode=_choice(raw, "safe_mode", SAFE_MODES, src),
         action_scale=float(_number(raw, "action_scale", src, 0.25)),
         base_height=float(_number(raw, "base_height", src, 0.3)),
         sim_dt=float(_number(raw, "sim_dt", src, 0.005)),
