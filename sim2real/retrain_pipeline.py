@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,12 +26,13 @@ from training.retrain.config import DEFAULT_CONFIG, RetrainConfig
 from training.retrain.drift import ingest_logs
 from training.retrain.registry import DEFAULT_REGISTRY, Registry
 
-# seconds each stage takes on 2 cores (the test suite's minimal run; quick and full scaled by their fine-tuning
-# and campaign sizes): the ETAs and the weights of the stages in the pipeline's progress
+# seconds each stage takes: minimal as measured in the loop's minimal run (2 idle cores), quick and full scaled by
+# their system-id evaluations, fine-tuning iterations and campaign episodes; the ETAs and the weights of the stages
+# in the pipeline's progress
 EXPECTED_S = {
-    "minimal": {"ingest": 3, "decide": 0.1, "sysid": 15, "finetune": 45, "campaigns": 30, "promote": 0.5},
-    "quick": {"ingest": 3, "decide": 0.1, "sysid": 30, "finetune": 120, "campaigns": 60, "promote": 0.5},
-    "full": {"ingest": 5, "decide": 0.1, "sysid": 120, "finetune": 1200, "campaigns": 480, "promote": 0.5},
+    "minimal": {"ingest": 0.5, "decide": 0.1, "sysid": 5, "finetune": 20, "campaigns": 7, "promote": 0.1},
+    "quick": {"ingest": 0.5, "decide": 0.1, "sysid": 5, "finetune": 40, "campaigns": 7, "promote": 0.1},
+    "full": {"ingest": 1, "decide": 0.1, "sysid": 20, "finetune": 130, "campaigns": 700, "promote": 0.1},
 }
 
 
@@ -70,8 +72,8 @@ class RetrainRun:
 
     files: list[Path]  # the finalised MCAP logs
     artifact: Path  # the deployed artifact the logs came from
-    manifest: object  # its edge.manifest.Manifest
-    spec: object  # its robot (sim.robot)
+    manifest: Any  # its edge.manifest.Manifest
+    spec: Any  # its robot (sim.robot.load_robot)
     cfg: RetrainConfig
     trigger: Path | None
     force: bool
