@@ -1,29 +1,39 @@
 """`retrain(logs, artifact, out_dir)`: field logs -> drift decision -> system identification -> fine-tuning ->
 campaigns -> promotion, with a lineage record. The one entry point of `sim2real retrain` and `sim2real loop`.
 
-Every stage writes its result to out_dir/<stage>.json (atomically) and is skipped when that file exists, so a
-run interrupted anywhere resumes where it stopped: the fine-tuning from its last checkpoint, the campaigns from
-their results files.
+Six stages on the one Stage runner (sim2real.pipeline): each finished stage's result is in out_dir/retrain.json
+(rewritten atomically) and the stage is skipped on the next call, so a run interrupted anywhere resumes where it
+stopped: the fine-tuning from its last checkpoint, the campaigns from their results files. Without drift (and
+without `force`) the run ends after `decide`. The registry rows and log lines of a stage are written each time a
+run passes it, also when it was finished earlier.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from edge.fileio import atomic_write_bytes, sha256_file
 from sim2real.errors import UserError
+from sim2real.pipeline import Budget, Pipeline, Progress, Run, Stage, StageContext
 from training.retrain.config import DEFAULT_CONFIG, RetrainConfig
+from training.retrain.drift import ingest_logs
 from training.retrain.registry import DEFAULT_REGISTRY, Registry
 
-Progress = Callable[[str, float], None]  # (stage, fraction done)
-STAGES = ("ingest", "decide", "sysid", "finetune", "campaigns", "promote")
+# seconds each stage takes: minimal as measured in the loop's minimal run (2 idle cores), quick and full scaled by
+# their system-id evaluations, fine-tuning iterations and campaign episodes; the ETAs and the weights of the stages
+# in the pipeline's progress
+EXPECTED_S = {
+    "minimal": {"ingest": 0.5, "decide": 0.1, "sysid": 5, "finetune": 20, "campaigns": 7, "promote": 0.1},
+    "quick": {"ingest": 0.5, "decide": 0.1, "sysid": 5, "finetune": 40, "campaigns": 7, "promote": 0.1},
+    "full": {"ingest": 1, "decide": 0.1, "sysid": 20, "finetune": 130, "campaigns": 700, "promote": 0.1},
+}
 
 
 @dataclass
@@ -56,35 +66,26 @@ class RetrainResult:
         return d
 
 
-class Stages:
-    """Stage results in out_dir/<stage>.json: run a stage only when its result is not there yet."""
+@dataclass
+class RetrainRun:
+    """What the stages read: the inputs, resolved and checked once, and the open lineage registry."""
 
-    def __init__(self, out_dir: Path, progress: Progress | None):
-        self.out_dir, self.progress = out_dir, progress
-        self.timings: dict[str, float] = {}
+    files: list[Path]  # the finalised MCAP logs
+    artifact: Path  # the deployed artifact the logs came from
+    manifest: Any  # its edge.manifest.Manifest
+    spec: Any  # its robot (sim.robot.load_robot)
+    cfg: RetrainConfig
+    trigger: Path | None
+    force: bool
+    seed: int
+    show_progress: bool
+    reg: Registry
+    retrain_id: int
+    say: Callable[[str], None]
 
-    def run(self, name: str, fn: Callable[[], dict]) -> dict:
-        path = self.out_dir / f"{name}.json"
-        if path.is_file():
-            data = json.loads(path.read_text())
-        else:
-            self._event(name, "start")
-            if self.progress:
-                self.progress(name, 0.0)
-            t0 = time.perf_counter()
-            data = fn()
-            data["seconds"] = round(time.perf_counter() - t0, 3)
-            atomic_write_bytes(path, json.dumps(data, indent=1, default=str).encode())
-            self._event(name, "done")
-        if self.progress:
-            self.progress(name, 1.0)
-        self.timings[name] = data.get("seconds", 0.0)
-        return data
-
-    def _event(self, stage: str, what: str) -> None:
-        # an append-only trace of stage starts and ends (tests count them; people read it after a crash)
-        with open(self.out_dir / "stages.log", "a") as f:
-            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {stage} {what}\n")
+    @property
+    def parent_sha(self) -> str:
+        return self.manifest.policy["sha256"]
 
 
 def retrain(
@@ -108,7 +109,8 @@ def retrain(
 
     `registry`: the lineage registry (default runs/registry.sqlite). `retrain_id`: continue this registry entry
     (watch mode claims the logs first); otherwise the entry of out_dir is reused, or a new one made.
-    `log`: receives one human-readable line per finished stage. `show_progress`: the PPO progress bar.
+    `progress`: the retraining's fraction done and a note. `log`: receives one human-readable line per finished
+    stage. `show_progress`: the PPO progress bar.
     """
     from edge.manifest import load_manifest
     from sim.robot import load_robot
@@ -128,8 +130,6 @@ def retrain(
         )
     spec = load_robot(manifest.robot["name"])
     out_dir.mkdir(parents=True, exist_ok=True)
-    say = log or (lambda line: None)
-    stages = Stages(out_dir, progress)
 
     with Registry(registry or DEFAULT_REGISTRY) as reg:
         parent_sha = manifest.policy["sha256"]
@@ -138,133 +138,77 @@ def retrain(
             reg.mark_deployed(parent_sha, spec.name)
         if retrain_id is None:
             retrain_id = reg.begin(out_dir, parent_sha)
-
-        ingest = stages.run("ingest", lambda: ingest_logs(files, spec))
-        decision = stages.run("decide", lambda: _decide(ingest, manifest, trigger))
-        result = RetrainResult(
-            decision["retrain"],
-            decision["reason"],
-            ingest["field_kpis"],
-            decision["baseline"],
-            ingest["episodes"],
-            ingest["logs"],
-            decision["drifted"],
-            lineage_id=retrain_id,
-            out_dir=out_dir,
+        inputs = RetrainRun(
+            files, artifact, manifest, spec, cfg, trigger, force, seed, show_progress, reg, retrain_id, log or _quiet
         )
-        for d in (line for entry in ingest["logs"] for line in entry["damage"]):
-            say(f"damaged log: {d}")
-        say(("drift: " if decision["retrain"] else "no drift: ") + decision["reason"])
-        reg.journal(retrain_id, [(e["sha256"], Path(e["path"]), e["size"]) for e in ingest["logs"]])
-        reg.record(
-            retrain_id,
-            logs=[{k: e[k] for k in ("path", "sha256")} for e in ingest["logs"]],
-            triggered=int(decision["retrain"]),
-            reason=decision["reason"],
+        record = {"logs": [str(f) for f in files], "artifact": str(artifact), "budget": plan.name, "force": force}
+        # the retraining budget's sizes, by the stage that reads them
+        sizes = Budget(
+            plan.name,
+            {"sysid": plan, "finetune": plan.finetune, "campaigns": plan.campaign},
+            EXPECTED_S.get(plan.name, {}),
         )
-        if not decision["retrain"] and not force:
-            result.promotion_reason = "not retrained: no drift"
-            return _finish(reg, result, stages)
-
-        sysid = stages.run("sysid", lambda: _sysid(files, spec, cfg, plan, seed, progress, out_dir))
-        result.identified = sysid["values"]
-        result.sysid_error_before, result.sysid_error_after = sysid["error_before"], sysid["error_after"]
-        result.sysid_plot = sysid["plot"]
-        say(
-            "identified "
-            + ", ".join(f"{k} = {v:.4g}" for k, v in sysid["values"].items())
-            + f"; trajectory error {sysid['error_before']:.4g} -> {sysid['error_after']:.4g} "
-            f"({sysid['steps']} logged steps replayed)"
-        )
-        reg.record(
-            retrain_id,
-            identified=sysid["values"],
-            sysid={k: sysid[k] for k in ("error_before", "error_after", "steps", "params")},
-        )
-
-        registered = (reg.artifact(parent_sha) or {}).get("training_run_dir")
-        tuned = stages.run(
-            "finetune",
-            lambda: _finetune(
-                artifact, manifest, registered, sysid["values"], cfg, plan, out_dir, seed, progress, show_progress
-            ),
-        )
-        new_artifact = Path(tuned["artifact"])
-        result.training_run, result.new_artifact = tuned["run_dir"], new_artifact
-        say(f"fine-tuned {tuned['iterations']} iterations from {tuned['init_from']} -> {new_artifact}")
-        reg.record(retrain_id, training_run=tuned["run_dir"], new_sha256=tuned["sha256"])
-        reg.add_artifact(
-            tuned["sha256"], new_artifact, spec.name, tuned["run_id"], Path(tuned["run_dir"]), parent_sha, retrain_id
-        )
-
-        campaigns = stages.run(
-            "campaigns", lambda: _campaigns(new_artifact, artifact, sysid["values"], plan, out_dir, progress)
-        )
-        for c in campaigns["checks"]:
-            reg.add_campaign(
-                tuned["sha256"],
-                retrain_id,
-                c["kind"],
-                c["name"],
-                c["passed"],
-                Path(c["summary"]),
-                Path(c["report"]),
-                c["summary_sha256"],
-            )
-            means = ", ".join(
-                f"{k} {c['kpi_means'][k]:.3g} (deployed {c['deployed_kpi_means'][k]:.3g})"
-                for k in cfg.promotion.kpis
-                if k in c["kpi_means"] and k in c["deployed_kpi_means"]
-            )
-            say(f"campaign {c['name']}: {'PASS' if c['passed'] else 'FAIL'}; {means}")
-        result.campaigns = {c["name"]: c for c in campaigns["checks"]}
-
-        promotion = stages.run("promote", lambda: _promote(new_artifact, campaigns, cfg))
-        result.promoted, result.promotion_reason = promotion["promoted"], promotion["reason"]
-        if result.promoted:
-            reg.mark_deployed(tuned["sha256"], spec.name)
-        say(("promoted: " if result.promoted else "not promoted: ") + promotion["reason"])
-        reg.record(retrain_id, promoted=int(result.promoted), promotion_reason=result.promotion_reason)
-        return _finish(reg, result, stages)
+        run = PIPELINE.open(out_dir, record).execute(inputs, sizes, progress)
+        return _finish(reg, _result(run, retrain_id), run)
 
 
-def _finish(reg: Registry, result: RetrainResult, stages: Stages) -> RetrainResult:
-    result.timings = dict(stages.timings)
+def _quiet(line: str) -> None:
+    """No log."""
+
+
+def _result(run: Run, retrain_id: int) -> RetrainResult:
+    """The RetrainResult of the stages this run went through."""
+    r = {name: run.results[name] for name in run.passed}
+    ingest, decision = r["ingest"], r["decide"]
+    result = RetrainResult(
+        decision["retrain"],
+        decision["reason"],
+        ingest["field_kpis"],
+        decision["baseline"],
+        ingest["episodes"],
+        ingest["logs"],
+        decision["drifted"],
+        lineage_id=retrain_id,
+        timings={name: run.seconds[name] for name in run.passed},
+        out_dir=run.out,
+    )
+    if run.stopped == "decide":
+        result.promotion_reason = "not retrained: no drift"
+        return result
+    sysid, tuned, campaigns, promotion = r["sysid"], r["finetune"], r["campaigns"], r["promote"]
+    result.identified = sysid["values"]
+    result.sysid_error_before, result.sysid_error_after = sysid["error_before"], sysid["error_after"]
+    result.sysid_plot = sysid["plot"]
+    result.training_run, result.new_artifact = tuned["run_dir"], Path(tuned["artifact"])
+    result.campaigns = {c["name"]: c for c in campaigns["checks"]}
+    result.promoted, result.promotion_reason = promotion["promoted"], promotion["reason"]
+    return result
+
+
+def _finish(reg: Registry, result: RetrainResult, run: Run) -> RetrainResult:
     reg.finish(result.lineage_id)
     result.lineage = lineage_steps(reg, result)
-    atomic_write_bytes(stages.out_dir / "result.json", json.dumps(result.to_dict(), indent=1).encode())
+    atomic_write_bytes(run.out / "result.json", json.dumps(result.to_dict(), indent=1).encode())
     return result
 
 
 # ------------------------------------------------------------------------------------------------ stages
-def ingest_logs(files: list[Path], spec) -> dict:
-    """The field logs read: per file its hash, rows, episodes and damaged spans; the KPI means over all episodes
-    (the campaign's KPI code) and the episode count."""
-    from sim.campaign.rollout import robot_limits
-    from training.retrain.drift import field_kpis
-    from training.retrain.ingest import read_field_log
-
-    logs = [read_field_log(f, list(spec.joints)) for f in files]
-    kpis, episodes = field_kpis(logs, robot_limits(spec))
-    entries = [
-        {
-            "path": str(f),
-            "sha256": sha256_file(f),
-            "size": f.stat().st_size,
-            "rows": len(log.t),
-            "episodes": len(log.episodes()),
-            "damage": log.damage,
-        }
-        for f, log in zip(files, logs, strict=True)
-    ]
-    return {"logs": entries, "field_kpis": kpis, "episodes": episodes}
+def _ingest(ctx: StageContext) -> dict:
+    return ingest_logs(ctx.config.files, ctx.config.spec)
 
 
-def _decide(ingest: dict, manifest, trigger: Path | None) -> dict:
+def _ingested(ctx: StageContext, ingest: dict) -> None:
+    for d in (line for entry in ingest["logs"] for line in entry["damage"]):
+        ctx.config.say(f"damaged log: {d}")
+
+
+def _decide(ctx: StageContext) -> dict:
     from training.retrain.drift import DEFAULT_TRIGGER, TriggerPolicy, decide
 
-    policy = TriggerPolicy.from_yaml(trigger or DEFAULT_TRIGGER)
-    baseline = manifest.campaign_verdict["kpi_means"]
+    run = ctx.config
+    policy = TriggerPolicy.from_yaml(run.trigger or DEFAULT_TRIGGER)
+    baseline = run.manifest.campaign_verdict["kpi_means"]
+    ingest = ctx.results["ingest"]
     d = decide(ingest["field_kpis"], ingest["episodes"], baseline, policy)
     return {
         "retrain": d.retrain,
@@ -272,23 +216,58 @@ def _decide(ingest: dict, manifest, trigger: Path | None) -> dict:
         "reasons": d.reasons,
         "drifted": d.drifted,
         "baseline": baseline,
-        "campaign": manifest.campaign_verdict.get("campaign"),
+        "campaign": run.manifest.campaign_verdict.get("campaign"),
     }
 
 
-def _sysid(
-    files: list[Path], spec, cfg: RetrainConfig, plan, seed: int, progress: Progress | None, out_dir: Path
-) -> dict:
+def _decided(ctx: StageContext, decision: dict) -> None:
+    run, ingest = ctx.config, ctx.results["ingest"]
+    run.say(("drift: " if decision["retrain"] else "no drift: ") + decision["reason"])
+    run.reg.journal(run.retrain_id, [(e["sha256"], Path(e["path"]), e["size"]) for e in ingest["logs"]])
+    run.reg.record(
+        run.retrain_id,
+        logs=[{k: e[k] for k in ("path", "sha256")} for e in ingest["logs"]],
+        triggered=int(decision["retrain"]),
+        reason=decision["reason"],
+    )
+
+
+def _no_drift(ctx: StageContext, decision: dict) -> bool:
+    return not decision["retrain"] and not ctx.config.force
+
+
+def _sysid(ctx: StageContext) -> dict:
+    """ctx.settings: the retraining budget (training.retrain.config.Budget): windows and CMA-ES sizes."""
     from training.retrain.ingest import read_field_log
     from training.retrain.sysid import identify, log_windows
 
-    windows = log_windows([read_field_log(f, list(spec.joints)) for f in files], plan.window_s, plan.windows)
-    sysid_cfg = cfg.sysid_config(spec.name, plan, seed)
-    report = (lambda g, total, best: progress("sysid", g / total)) if progress else None
-    r = identify(spec, windows, sysid_cfg, progress=report)
-    plot = out_dir / "sysid_fit.png"
-    plot_fit(spec, windows[0], r.values, plot)
+    run, plan = ctx.config, ctx.settings
+    windows = log_windows([read_field_log(f, list(run.spec.joints)) for f in run.files], plan.window_s, plan.windows)
+    sysid_cfg = run.cfg.sysid_config(run.spec.name, plan, run.seed)
+    r = identify(
+        run.spec,
+        windows,
+        sysid_cfg,
+        progress=lambda g, total, best: ctx.progress(g / total, f"generation {g}/{total}"),
+    )
+    plot = ctx.out / "sysid_fit.png"
+    plot_fit(run.spec, windows[0], r.values, plot)
     return {**r.to_dict(), "params": list(sysid_cfg.params), "windows": len(windows), "plot": str(plot)}
+
+
+def _identified(ctx: StageContext, sysid: dict) -> None:
+    run = ctx.config
+    run.say(
+        "identified "
+        + ", ".join(f"{k} = {v:.4g}" for k, v in sysid["values"].items())
+        + f"; trajectory error {sysid['error_before']:.4g} -> {sysid['error_after']:.4g} "
+        f"({sysid['steps']} logged steps replayed)"
+    )
+    run.reg.record(
+        run.retrain_id,
+        identified=sysid["values"],
+        sysid={k: sysid[k] for k in ("error_before", "error_after", "steps", "params")},
+    )
 
 
 def plot_fit(spec, window, identified: dict, path: Path) -> None:
@@ -316,30 +295,26 @@ def plot_fit(spec, window, identified: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def _finetune(
-    artifact: Path,
-    manifest,
-    registered: str | None,
-    identified: dict,
-    cfg: RetrainConfig,
-    plan,
-    out_dir: Path,
-    seed: int,
-    progress: Progress | None,
-    show_progress: bool,
-) -> dict:
+def _finetune(ctx: StageContext) -> dict:
+    """ctx.settings: PPOConfig overrides of the retraining budget."""
     from training.ppo.launch import train
     from training.retrain.finetune import ProgressWatcher, find_run, finetune_config, training_run_dir
 
-    source = training_run_dir(artifact, manifest, registered)
-    ranges = cfg.centred_ranges(identified)
-    root = out_dir / "train"
-    ppo = finetune_config(source, ranges, root, plan.finetune, seed)
-    started = find_run(root, manifest.robot["name"])  # an interrupted fine-tuning: continue it
+    run = ctx.config
+    registered = (run.reg.artifact(run.parent_sha) or {}).get("training_run_dir")
+    source = training_run_dir(run.artifact, run.manifest, registered)
+    ranges = run.cfg.centred_ranges(ctx.results["sysid"]["values"])
+    root = ctx.out / "train"
+    robot = run.manifest.robot["name"]
+    ppo = finetune_config(source, ranges, root, ctx.settings, run.seed)
+    started = find_run(root, robot)  # an interrupted fine-tuning: continue it
     resume = started if started is not None and (started / "checkpoints").is_dir() else None
-    report = (lambda it, total: progress("finetune", it / total)) if progress else (lambda it, total: None)
-    with ProgressWatcher(root, manifest.robot["name"], ppo.iterations, report):
-        run_dir = train(ppo, resume=resume, show_progress=show_progress)
+
+    def report(iteration: int, total: int) -> None:
+        ctx.progress(iteration / total, f"iteration {iteration}/{total}")
+
+    with ProgressWatcher(root, robot, ppo.iterations, report):
+        run_dir = train(ppo, resume=resume, show_progress=run.show_progress)
     policy = run_dir / "policy"
     summary = json.loads((run_dir / "summary.json").read_text())
     return {
@@ -354,6 +329,22 @@ def _finetune(
     }
 
 
+def _tuned(ctx: StageContext, tuned: dict) -> None:
+    run = ctx.config
+    new_artifact = Path(tuned["artifact"])
+    run.say(f"fine-tuned {tuned['iterations']} iterations from {tuned['init_from']} -> {new_artifact}")
+    run.reg.record(run.retrain_id, training_run=tuned["run_dir"], new_sha256=tuned["sha256"])
+    run.reg.add_artifact(
+        tuned["sha256"],
+        new_artifact,
+        run.spec.name,
+        tuned["run_id"],
+        Path(tuned["run_dir"]),
+        run.parent_sha,
+        run.retrain_id,
+    )
+
+
 def identified_twin_campaign(standard, identified: dict):
     """The standard campaign's commands and gates on one twin: the identified parameters, nominal otherwise."""
     from sim.campaign.config import COMMAND_AXIS
@@ -364,22 +355,27 @@ def identified_twin_campaign(standard, identified: dict):
     return dataclasses.replace(standard, name=f"{standard.name}-identified-twin", axes=axes, gates=gates)
 
 
-def _campaigns(new: Path, deployed: Path, identified: dict, plan, out_dir: Path, progress: Progress | None) -> dict:
+def _campaigns(ctx: StageContext) -> dict:
+    """ctx.settings: the standard campaign of the retraining budget (a name or a YAML path)."""
     from sim.campaign.config import load_campaign
     from sim.campaign.runner import REPORT_FILE, SUMMARY_FILE, run_campaign
     from training.retrain.promote import campaign_check
 
-    standard = load_campaign(plan.campaign)
+    new, deployed = Path(ctx.results["finetune"]["artifact"]), ctx.config.artifact
+    standard = load_campaign(ctx.settings)
     runs = [
-        ("standard", standard, out_dir / f"campaign-{standard.name}"),
-        ("identified-twin", identified_twin_campaign(standard, identified), out_dir / "campaign-identified-twin"),
+        ("standard", standard, ctx.out / f"campaign-{standard.name}"),
+        (
+            "identified-twin",
+            identified_twin_campaign(standard, ctx.results["sysid"]["values"]),
+            ctx.out / "campaign-identified-twin",
+        ),
     ]
     checks = []
     for i, (kind, cfg, where) in enumerate(runs):
 
-        def report(done, total, i=i):
-            if progress:
-                progress("campaigns", (i + done / max(total, 1)) / len(runs))
+        def report(done: int, total: int, i: int = i, kind: str = kind) -> None:
+            ctx.progress((i + done / max(total, 1)) / len(runs), f"{kind} campaign, {done}/{total} episodes")
 
         outcome = run_campaign(new, cfg, where, compare_to=deployed, promote_verdict=False, progress=report)
         check = campaign_check(kind, outcome.summary).to_dict()
@@ -389,18 +385,40 @@ def _campaigns(new: Path, deployed: Path, identified: dict, plan, out_dir: Path,
                 "summary": str(where / SUMMARY_FILE),
                 "report": str(where / REPORT_FILE),
                 "summary_sha256": sha256_file(where / SUMMARY_FILE),
-                "campaign_file": plan.campaign,
+                "campaign_file": ctx.settings,
             }
         )
     return {"checks": checks}
 
 
-def _promote(new: Path, campaigns: dict, cfg: RetrainConfig) -> dict:
+def _validated(ctx: StageContext, campaigns: dict) -> None:
+    run, sha = ctx.config, ctx.results["finetune"]["sha256"]
+    for c in campaigns["checks"]:
+        run.reg.add_campaign(
+            sha,
+            run.retrain_id,
+            c["kind"],
+            c["name"],
+            c["passed"],
+            Path(c["summary"]),
+            Path(c["report"]),
+            c["summary_sha256"],
+        )
+        means = ", ".join(
+            f"{k} {c['kpi_means'][k]:.3g} (deployed {c['deployed_kpi_means'][k]:.3g})"
+            for k in run.cfg.promotion.kpis
+            if k in c["kpi_means"] and k in c["deployed_kpi_means"]
+        )
+        run.say(f"campaign {c['name']}: {'PASS' if c['passed'] else 'FAIL'}; {means}")
+
+
+def _promote(ctx: StageContext) -> dict:
     from sim.campaign.config import load_campaign
     from training.retrain.promote import CampaignCheck, decide, write_verdict
 
+    new, campaigns = Path(ctx.results["finetune"]["artifact"]), ctx.results["campaigns"]
     checks = [CampaignCheck.from_dict(c) for c in campaigns["checks"]]
-    promoted, reason = decide(checks, cfg.promotion)
+    promoted, reason = decide(checks, ctx.config.cfg.promotion)
     verdict = None
     if promoted:
         standard = next(c for c in campaigns["checks"] if c["kind"] == "standard")
@@ -409,6 +427,27 @@ def _promote(new: Path, campaigns: dict, cfg: RetrainConfig) -> dict:
             new, summary, load_campaign(standard["campaign_file"]), Path(standard["summary"]).parent
         )
     return {"promoted": promoted, "reason": reason, "verdict": verdict}
+
+
+def _promoted(ctx: StageContext, promotion: dict) -> None:
+    run = ctx.config
+    if promotion["promoted"]:
+        run.reg.mark_deployed(ctx.results["finetune"]["sha256"], run.spec.name)
+    run.say(("promoted: " if promotion["promoted"] else "not promoted: ") + promotion["reason"])
+    run.reg.record(run.retrain_id, promoted=int(promotion["promoted"]), promotion_reason=promotion["reason"])
+
+
+PIPELINE = Pipeline(
+    "retrain",
+    (
+        Stage("ingest", _ingest, "read the field logs, score their KPIs", after=_ingested),
+        Stage("decide", _decide, "drift against the campaign baseline", stop=_no_drift, after=_decided),
+        Stage("sysid", _sysid, "identify the twin from the logs", after=_identified),
+        Stage("finetune", _finetune, "fine-tune on the identified twin", after=_tuned),
+        Stage("campaigns", _campaigns, "standard and identified-twin campaigns", after=_validated),
+        Stage("promote", _promote, "promote if nothing got worse", after=_promoted),
+    ),
+)
 
 
 # ------------------------------------------------------------------------------------------------ lineage

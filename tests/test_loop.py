@@ -48,7 +48,7 @@ def test_loop_interrupted_resumed_reported(tmp_path):
             assert first.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
             assert time.monotonic() < deadline, "the loop did not reach the campaign gate in time"
             time.sleep(1)
-        assert _state(out)["stages"]["validate"]["verdict"] == "pass", _state(out)["stages"]["validate"]
+        assert _state(out)["stages"]["validate"]["result"]["verdict"] == "pass", _state(out)["stages"]["validate"]
         time.sleep(5)  # into the instruction stage's work
         os.killpg(first.pid, signal.SIGINT)
         # at once, or at the latest when the running stage ends (a library may swallow the KeyboardInterrupt)
@@ -72,18 +72,18 @@ def test_loop_interrupted_resumed_reported(tmp_path):
     assert "1/8 train" not in second.stdout and "5/8 deploy" in second.stdout
     assert len(list((out / "train").glob("*/*/checkpoints"))) == 1  # one training run, not a second one
     for name in STAGE_NAMES:
-        assert state["stages"][name]["verdict"] in ("pass", "warn", "skipped"), (name, state["stages"][name])
+        assert state["stages"][name]["result"]["verdict"] in ("pass", "warn", "skipped"), (name, state["stages"][name])
 
     # 3. the report: every stage's verdict and key figure, the plots, the embedded state
     report = (out / "report.html").read_text()
     embedded = json.loads(re.search(r'id="loop-state">(.*?)</script>', report, re.S).group(1).replace("<\\/", "</"))
     assert embedded["stages"] == state["stages"]
     for name, s in state["stages"].items():
-        assert f"<b>{name}</b>" in report and s["verdict"].upper() in report
-        assert s["figure"].replace("&", "&amp;").replace("<", "&lt;")[:40] in report
+        assert f"<b>{name}</b>" in report and s["result"]["verdict"].upper() in report
+        assert s["result"]["figure"].replace("&", "&amp;").replace("<", "&lt;")[:40] in report
     assert report.count("data:image/png;base64,") >= 4  # training curves, heatmaps, instruction, field KPIs
     assert "not run yet" not in report
-    deploy, final = state["stages"]["deploy"]["data"], state["stages"]["final"]["data"]
+    deploy, final = state["stages"]["deploy"]["result"]["data"], state["stages"]["final"]["result"]["data"]
     assert deploy["samples"] > 0 and list((out / "field_logs").rglob("*.mcap"))
     assert final["artifact"]  # the artifact in service was deployed again and measured
 

@@ -23,7 +23,7 @@ from sim.campaign.rollout import robot_limits
 from sim.campaign.runner import run_campaign
 from sim.robot import load_robot
 from sim2real.cli import main
-from sim2real.retrain_pipeline import retrain
+from sim2real.retrain_pipeline import PIPELINE, retrain
 from tests.field_logs import write_twin_log
 from training.ppo.config import PPOConfig
 from training.ppo.launch import train
@@ -76,7 +76,7 @@ def test_retraining_identifies_the_field_twin_and_closes_the_gap(deployed, retra
     for name, value in HIDDEN.items():  # within 10% of the hidden values
         assert r.identified[name] == pytest.approx(value, rel=0.1), r.identified
     assert r.sysid_error_after < 0.1 * r.sysid_error_before
-    tuned = json.loads((r.out_dir / "finetune.json").read_text())
+    tuned = json.loads((r.out_dir / "retrain.json").read_text())["stages"]["finetune"]["result"]
     assert Path(tuned["init_from"]).parent.parent == deployed.parent  # fine-tuned from the deployed run
     assert (
         tuned["randomization_ranges"]["latency_s"][0]
@@ -108,10 +108,17 @@ def test_retraining_identifies_the_field_twin_and_closes_the_gap(deployed, retra
 def test_a_finished_retraining_is_not_redone(deployed, field_logs, retrained):
     r, out = retrained
     log_before = (r.out_dir / "stages.log").read_text()
-    again = retrain(field_logs, deployed, r.out_dir, budget="minimal", registry=out / "registry.sqlite")
+    lines = []
+    again = retrain(
+        field_logs, deployed, r.out_dir, budget="minimal", registry=out / "registry.sqlite", log=lines.append
+    )
     assert (r.out_dir / "stages.log").read_text() == log_before  # every stage skipped
     assert again.new_artifact == r.new_artifact and again.lineage_id == r.lineage_id
     assert again.promoted == r.promoted and again.promotion_reason == r.promotion_reason
+    assert again.timings == r.timings and list(r.timings) == PIPELINE.names  # each stage's time when it ran
+    # each finished stage's line is said again, as the first run said it (and the registry rows written again)
+    words = ["drift:", "identified", "fine-tuned", "campaign", "campaign", "promoted:" if r.promoted else "not"]
+    assert [line.split()[0] for line in lines] == words, lines
 
 
 def test_lineage_returns_the_full_chain(deployed, retrained, capsys):

@@ -9,9 +9,10 @@ import pytest
 from safetensors.torch import load_file
 
 from sim2real.errors import UserError
-from sim2real.rlhf_pipeline import STAGES, run_pipeline
+from sim2real.rlhf_pipeline import PIPELINE, run_pipeline
 from tests.rlhf_helpers import minimal_run
 
+STAGES = PIPELINE.names
 KEYS = {
     "model_dir",
     "sft_dir",
@@ -36,7 +37,9 @@ def test_minimal_budget_runs_every_stage():
     assert json.loads((run / "rl" / "rlhf_rl.json").read_text())["summary"]["iterations"] == 2
     sft, rl = load_file(Path(result["sft_dir"]) / "model.safetensors"), load_file(run / "rl" / "model.safetensors")
     assert any(not (sft[k] == rl[k]).all() for k in sft)  # RL changed the weights
-    assert json.loads((run / "prefs" / "stage.json").read_text())["stats"]["simulated"] > 0
+    assert json.loads((run / "prefs" / "stage.json").read_text())["result"]["simulated"] > 0
+    state = json.loads((run / "rlhf.json").read_text())
+    assert state["finished"] and list(state["stages"]) == STAGES and state["config"]["budget"] == "minimal"
 
 
 def test_resume_redoes_only_the_interrupted_stage(tmp_path):
@@ -46,7 +49,7 @@ def test_resume_redoes_only_the_interrupted_stage(tmp_path):
     (run / "eval.partial").mkdir()  # what an interrupted evaluation leaves
     (run / "eval.partial" / "junk").write_text("half")
     calls = []
-    result = run_pipeline(run, budget="minimal", progress=lambda label, f: calls.append((label, f)))
+    result = run_pipeline(run, budget="minimal", progress=lambda f, note: calls.append((note, f)))
     assert [label for label, _ in calls if "done earlier" in label] == [f"{s}: done earlier" for s in STAGES[:-1]]
     assert any(label.startswith("eval: held-out") for label, _ in calls)
     fractions = [f for _, f in calls]
@@ -59,7 +62,7 @@ def test_resume_redoes_only_the_interrupted_stage(tmp_path):
     }  # the stages' own timings, kept
 
     calls.clear()
-    assert run_pipeline(run, budget="minimal", progress=lambda label, f: calls.append((label, f))) == result
+    assert run_pipeline(run, budget="minimal", progress=lambda f, note: calls.append((note, f))) == result
     assert sum("done earlier" in label for label, _ in calls) == len(STAGES)
 
 

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     from sim2real.loop.config import LoopConfig
     from sim2real.loop.runner import REPORT_FILE, latest_unfinished, run_loop
-    from sim2real.loop.stages import FAIL, STAGES
+    from sim2real.loop.stages import FAIL, STAGE_NAMES
 
     for key, value in QUIET_LIBRARIES.items():  # the stage lines and bars say what happens; SIM2REAL_DEBUG=1 keeps all
         if not os.environ.get("SIM2REAL_DEBUG"):
@@ -106,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
 
     def announce(index: int, name: str, description: str, eta_s: float) -> None:
         console.rule(
-            f"[bold]{index + 1}/{len(STAGES)} {name}[/]: {description} (about {_minutes(eta_s)} left for the loop)"
+            f"[bold]{index + 1}/{len(STAGE_NAMES)} {name}[/]: {description} (about {_minutes(eta_s)} left for the loop)"
         )
 
-    def progress(fraction: float, note: str) -> None:
+    def progress(fraction: float, note: str) -> None:  # the loop's fraction done; the note names the stage
         if current["bar"] is None:
             current["bar"] = Progress(
                 TextColumn("  {task.description}"),
@@ -129,13 +129,13 @@ def run(args: argparse.Namespace) -> int:
             current["bar"].stop()
             current["bar"] = None
 
-    def finished(name: str, result, seconds: float) -> None:
+    def finished(name: str, result: dict, seconds: float) -> None:
         stop_bar()
-        colour = {"pass": "green", "warn": "yellow", "fail": "red"}.get(result.verdict, "white")
-        console.print(f"[{colour}]{result.verdict.upper()}[/] {name} ({seconds:.0f} s): {result.figure}")
+        colour = {"pass": "green", "warn": "yellow", "fail": "red"}.get(result["verdict"], "white")
+        console.print(f"[{colour}]{result['verdict'].upper()}[/] {name} ({seconds:.0f} s): {result['figure']}")
 
     try:
-        state = run_loop(cfg, announce, finished, progress)
+        run = run_loop(cfg, announce, finished, progress)
     except KeyboardInterrupt:
         stop_bar()
         print(
@@ -149,13 +149,11 @@ def run(args: argparse.Namespace) -> int:
     table = Table(title=f"sim2real loop: {cfg.robot}, budget {cfg.budget}")
     for column in ("stage", "verdict", "key figure", "time"):
         table.add_column(column, justify="right" if column == "time" else "left")
-    for name, _, _ in STAGES:
-        s = state.stages.get(name)
-        if s:
-            table.add_row(name, s["verdict"], s["figure"], f"{s['seconds']:.0f} s")
+    for name, r in run.results.items():
+        table.add_row(name, r["verdict"], r["figure"], f"{run.seconds[name]:.0f} s")
     console.print(table)
     console.print(f"report: {Path(cfg.out) / REPORT_FILE}")
-    return 1 if any(s["verdict"] == FAIL for s in state.stages.values()) else 0
+    return 1 if any(r["verdict"] == FAIL for r in run.results.values()) else 0
 
 
 def _minutes(seconds: float) -> str:

@@ -14,7 +14,7 @@ EXAMPLES = """examples:
   sim2real retrain --logs field_logs/ --artifact policy/ --force         # retrain even without drift
   sim2real lineage runs/retrain/try1/train/rover/<stamp>/policy         # where an artifact came from
 
-Stages write OUT/<stage>.json and are skipped when it exists: re-running the same command after an
+OUT/retrain.json records every finished stage, which a re-run skips: re-running the same command after an
 interruption resumes (fine-tuning from its last checkpoint, campaigns from their results). Watch mode claims
 each log (by sha256) in the registry before processing it and marks it done after, so a log is processed once,
 also across crashes. Exit status: 0 promoted or no drift, 1 retrained but not promoted.
@@ -72,12 +72,10 @@ def run(args: argparse.Namespace) -> int:
         console=console,
         transient=True,
     ) as bar:
-        tasks: dict[str, int] = {}
+        task = bar.add_task("retrain", total=1.0)
 
-        def progress(stage: str, fraction: float) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=1.0)
-            bar.update(tasks[stage], completed=fraction)
+        def progress(fraction: float, note: str) -> None:  # the retraining's fraction; the note names the stage
+            bar.update(task, completed=fraction, description=note)
 
         kwargs["progress"] = progress
         if args.watch:

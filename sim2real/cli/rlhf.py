@@ -128,7 +128,7 @@ def _pipeline(args: argparse.Namespace) -> int:
             robot=args.robot,
             budget=args.budget,
             engine=args.engine,
-            progress=lambda label, f: progress.update(task, completed=f, info=label),
+            progress=lambda fraction, note: progress.update(task, completed=fraction, info=note),
         )
     print(json.dumps(result))
     return 0

@@ -2,8 +2,8 @@
 
     from sim2real.loop import LoopConfig, run_loop
 
-Files: config (LoopConfig, budgets), stages (one function per stage), runner (order, resume, interruption),
-report (the HTML report).
+Files: config (LoopConfig, budgets), stages (one function per stage, the stage list), runner (the stages as a
+sim2real.pipeline Pipeline: loop.json, resume, interruption), report (the HTML report).
 """
 
 from sim2real.loop.config import LoopConfig

@@ -1,4 +1,5 @@
-"""`LoopConfig`: what `sim2real loop` runs, and how much of each stage a budget buys.
+"""`LoopConfig`: what `sim2real loop` runs, and how much of each stage a budget buys (`BUDGETS`, sim2real.pipeline
+Budgets: each stage's settings and expected seconds).
 
 A budget names the size of every stage at once: `minimal` is the CI end-to-end test (minutes, figures not
 meaningful beyond "it ran"), `quick` is the README's first command (about 15 minutes on 2 cores for the rover),
@@ -13,48 +14,97 @@ from pathlib import Path
 
 from edge.resources import config_path
 from sim2real.errors import UserError
+from sim2real.pipeline import Budget
 
 CONFIG_DIR = config_path()
 
 
-@dataclass(frozen=True)
-class Budget:
-    ppo_iterations: int | None  # None: the robot's config/ppo value
-    ppo_max_seconds: float | None  # wall-clock cap on training (the threshold usually stops it first)
-    campaign: str  # config/campaigns/<name>.yaml
-    rlhf: str  # sim2real.rlhf_pipeline budget
-    duty_seconds: float  # simulated seconds of the operator's driving script per deployment (the drift evidence)
-    instruction_seconds: float  # simulated seconds of the instruction session in the first deployment
-    retrain: str  # sim2real.retrain_pipeline budget
+def _budget(
+    name: str,
+    ppo: dict,
+    campaign: str,
+    rlhf: str,
+    duty_s: float,
+    instruction_s: float,
+    retrain: str,
+    expected_s: dict[str, float],
+) -> Budget:
+    """A loop budget from its knobs: `ppo` PPOConfig overrides ({}: the robot's config/ppo values; max_seconds caps
+    training, the threshold usually stops it first), the campaign (config/campaigns/<name>.yaml), the RLHF and
+    retraining pipelines' budgets, the simulated seconds of the operator's driving script per deployment (the drift
+    evidence) and of the instruction session in the first deployment. `expected_s`: seconds each stage takes on
+    2 cores, for the ETA shown before a stage starts."""
+    return Budget(
+        name,
+        {
+            "train": ppo,
+            "validate": {"campaign": campaign},
+            "instruction": {"budget": rlhf},
+            "deploy": {"duty_seconds": duty_s, "instruction_seconds": instruction_s},
+            "retrain": {"budget": retrain},
+            "final": {"duty_seconds": duty_s},
+        },
+        expected_s,
+    )
 
 
 BUDGETS = {
-    "minimal": Budget(
-        ppo_iterations=60,
-        ppo_max_seconds=150.0,
+    "minimal": _budget(
+        "minimal",
+        {"iterations": 60, "max_seconds": 150.0},
         campaign="quick",
         rlhf="minimal",
-        duty_seconds=20.0,
-        instruction_seconds=14.0,
+        duty_s=20.0,
+        instruction_s=14.0,
         retrain="minimal",
+        expected_s={
+            "train": 90,
+            "export": 10,
+            "validate": 40,
+            "instruction": 90,
+            "deploy": 60,
+            "analyse": 5,
+            "retrain": 90,
+            "final": 60,
+        },
     ),
-    "quick": Budget(
-        ppo_iterations=150,
-        ppo_max_seconds=300.0,
+    "quick": _budget(
+        "quick",
+        {"iterations": 150, "max_seconds": 300.0},
         campaign="quick",
         rlhf="quick",
-        duty_seconds=40.0,
-        instruction_seconds=16.0,
+        duty_s=40.0,
+        instruction_s=16.0,
         retrain="quick",
+        expected_s={
+            "train": 150,
+            "export": 10,
+            "validate": 40,
+            "instruction": 240,
+            "deploy": 80,
+            "analyse": 5,
+            "retrain": 240,
+            "final": 80,
+        },
     ),
-    "full": Budget(
-        ppo_iterations=None,
-        ppo_max_seconds=None,
+    "full": _budget(
+        "full",
+        {},
         campaign="full",
         rlhf="full",
-        duty_seconds=120.0,
-        instruction_seconds=30.0,
+        duty_s=120.0,
+        instruction_s=30.0,
         retrain="full",
+        expected_s={
+            "train": 900,
+            "export": 10,
+            "validate": 600,
+            "instruction": 1800,
+            "deploy": 150,
+            "analyse": 10,
+            "retrain": 1800,
+            "final": 150,
+        },
     ),
 }
 
@@ -81,10 +131,6 @@ class LoopConfig:
         if not self.out:
             stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
             self.out = str(Path("runs") / f"loop-{stamp}")
-
-    @property
-    def sizes(self) -> Budget:
-        return BUDGETS[self.budget]
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -25,15 +25,16 @@ td.verdict { text-align: center; } td:last-child { white-space: nowrap; } .note 
 )
 
 
-def write_report(out: Path, state) -> Path:
+def write_report(out: Path, run) -> Path:
+    """The report of `run` (sim2real.pipeline.Run of the loop) into out/report.html."""
     import matplotlib
 
     matplotlib.use("Agg")
-    stages = state.stages
-    parts = [_header(state), _stage_table(stages)]
+    stages = run.results  # stage -> {verdict, figure, data}
+    parts = [_header(run), _stage_table(stages, run.seconds)]
     for section in (_training, _campaign, _instruction, _field, _sysid, _lineage):
         parts.append(section(stages, out))
-    data = json.dumps({"config": state.cfg.to_dict(), "stages": stages}, indent=1, default=str)
+    data = json.dumps(run.body(), indent=1, default=str)
     embedded = data.replace("</", "<\\/")  # a "</script>" inside a string must not end the script element
     parts += [
         "<h2>Data</h2>",
@@ -41,7 +42,7 @@ def write_report(out: Path, state) -> Path:
         f'<script type="application/json" id="loop-state">{embedded}</script>',
     ]
     doc = (
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sim2real loop: {html.escape(state.cfg.robot)}"
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sim2real loop: {html.escape(run.config['robot'])}"
         f"</title><style>{LOOP_STYLE}</style></head><body>{''.join(parts)}</body></html>"
     )
     path = out / "report.html"
@@ -53,41 +54,41 @@ def _badge(verdict: str) -> str:
     return f'<span class="badge {html.escape(verdict)}">{html.escape(verdict.upper())}</span>'
 
 
-def _header(state) -> str:
+def _header(run) -> str:
     from sim2real.loop.stages import FAIL, STAGE_NAMES
 
-    failed = [n for n, s in state.stages.items() if s["verdict"] == FAIL]
+    failed = [n for n, s in run.results.items() if s["verdict"] == FAIL]
     if failed:
         overall = "fail"
-    elif all(n in state.stages for n in STAGE_NAMES):
+    elif all(n in run.results for n in STAGE_NAMES):
         overall = "pass"
     else:
         overall = "pending"
-    cfg = state.cfg
+    cfg = run.config
     return (
-        f"<h1>sim2real loop {_badge(overall)}</h1><p class='meta'>robot <code>{html.escape(cfg.robot)}</code>, "
-        f"budget <code>{cfg.budget}</code>, run directory <code>{html.escape(cfg.out)}</code>, "
-        f"field twin <code>{html.escape(Path(cfg.field_twin).name)}</code>"
+        f"<h1>sim2real loop {_badge(overall)}</h1><p class='meta'>robot <code>{html.escape(cfg['robot'])}</code>, "
+        f"budget <code>{cfg['budget']}</code>, run directory <code>{html.escape(cfg['out'])}</code>, "
+        f"field twin <code>{html.escape(Path(cfg['field_twin']).name)}</code>"
         + (f"; stopped at <b>{html.escape(failed[0])}</b>" if failed else "")
         + "</p>"
     )
 
 
-def _stage_table(stages: dict) -> str:
+def _stage_table(stages: dict, seconds: dict[str, float]) -> str:
     from sim2real.loop.stages import STAGES
 
     rows = []
-    for name, _, description in STAGES:
-        s = stages.get(name)
+    for stage in STAGES:
+        s = stages.get(stage.name)
         verdict = _badge(s["verdict"]) if s else _badge("pending")
         figure = html.escape(s["figure"]) if s else ""
-        seconds = f"{s['seconds']:.0f} s" if s else ""
+        took = f"{seconds[stage.name]:.0f} s" if s else ""
         rows.append(
-            f"<tr><td><b>{name}</b><br><span class='note'>{html.escape(description)}</span></td>"
+            f"<tr><td><b>{stage.name}</b><br><span class='note'>{html.escape(stage.description)}</span></td>"
             f"<td class='verdict'>{verdict}</td><td style='text-align:left'>{figure}</td>"
-            f"<td>{seconds}</td></tr>"
+            f"<td>{took}</td></tr>"
         )
-    total = sum(s["seconds"] for s in stages.values())
+    total = sum(seconds.values())
     return (
         "<h2>Stages</h2><table><tr><th>stage</th><th>verdict</th><th>key figure</th><th>time</th></tr>"
         + "".join(rows)

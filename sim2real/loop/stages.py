@@ -1,24 +1,22 @@
 """The eight stages of `sim2real loop`, one function each, in the order they run.
 
-A stage reads what earlier stages produced (ctx.results), does its work under ctx.out, and returns a
-StageResult: a verdict, one key figure for the summary table, and JSON-able data for the report and for later
-stages. Each stage is safe to re-run after an interruption: it resumes its own work where the tool it calls can
-(PPO from its last checkpoint, the campaign from its results file, RLHF and retraining per sub-stage) and
-otherwise starts that stage over.
+A stage (a sim2real.pipeline Stage) reads what earlier stages produced (ctx.results: each a StageResult as a dict,
+as it reads back from loop.json) and its budget's settings (ctx.settings), does its work under ctx.out, and
+returns a StageResult: a verdict, one key figure for the summary table, and JSON-able data for the report and for
+later stages. A FAIL verdict ends the loop. Each stage is safe to re-run after an interruption: it resumes its own
+work where the tool it calls can (PPO from its last checkpoint, the campaign from its results file, RLHF and
+retraining per sub-stage) and otherwise starts that stage over.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim2real.errors import UserError
-from sim2real.loop.config import LoopConfig
-
-Progress = Callable[[float, str], None]  # (fraction done in [0, 1], what is happening)
+from sim2real.pipeline import Progress, Stage, StageContext
 
 PASS, WARN, FAIL, SKIPPED = "pass", "warn", "fail", "skipped"
 
@@ -30,15 +28,9 @@ class StageResult:
     data: dict = field(default_factory=dict)
 
 
-@dataclass
-class StageContext:
-    cfg: LoopConfig
-    out: Path
-    results: dict[str, StageResult]  # the stages finished so far
-    progress: Progress
-
-    def data(self, stage: str) -> dict:
-        return self.results[stage].data
+def data(ctx: StageContext, stage: str) -> dict:
+    """What an earlier stage handed on (its StageResult's data)."""
+    return ctx.results[stage]["data"]
 
 
 # ---------------------------------------------------------------------------------------------------- 1 train
@@ -47,19 +39,15 @@ def train(ctx: StageContext) -> StageResult:
     from training.ppo import train as ppo_train
     from training.ppo.checkpoint import latest_checkpoint
 
-    sizes = ctx.cfg.sizes
-    overrides = {
-        "run_root": str(ctx.out / "train"),
-        "stop_at_threshold": True,
-        "seed": ctx.cfg.seed,
-        "export": False,
-        "randomization": ctx.cfg.randomize,
-    }
-    if sizes.ppo_iterations is not None:
-        overrides["iterations"] = sizes.ppo_iterations
-    if sizes.ppo_max_seconds is not None:
-        overrides["max_seconds"] = sizes.ppo_max_seconds
-    cfg = PPOConfig.for_robot(ctx.cfg.robot, **overrides)
+    cfg = PPOConfig.for_robot(
+        ctx.config.robot,
+        **ctx.settings,  # the budget's iterations and time cap
+        run_root=str(ctx.out / "train"),
+        stop_at_threshold=True,
+        seed=ctx.config.seed,
+        export=False,
+        randomization=ctx.config.randomize,
+    )
     run_dir = _unfinished_run(ctx.out / "train", latest_checkpoint)
     if run_dir is None or not (run_dir / "summary.json").is_file():
         run_dir = ppo_train(cfg, resume=run_dir, show_progress=True)
@@ -105,7 +93,7 @@ def export(ctx: StageContext) -> StageResult:
     from training.ppo.export_hook import export_run
     from training.retrain.registry import Registry
 
-    run_dir = Path(ctx.data("train")["run_dir"])
+    run_dir = Path(data(ctx, "train")["run_dir"])
     artifact = export_run(run_dir, ctx.out / "policy")
     manifest = load_manifest(artifact)
     sha = manifest.policy["sha256"]
@@ -120,7 +108,7 @@ def export(ctx: StageContext) -> StageResult:
 
 # ------------------------------------------------------------------------------------------------- 3 validate
 def validate(ctx: StageContext) -> StageResult:
-    outcome = run_gate(ctx.data("export")["artifact"], ctx.cfg.sizes.campaign, ctx.out / "validation", ctx.progress)
+    outcome = run_gate(data(ctx, "export")["artifact"], ctx.settings["campaign"], ctx.out / "validation", ctx.progress)
     return _campaign_result(outcome)
 
 
@@ -166,10 +154,10 @@ def instruction(ctx: StageContext) -> StageResult:
 
     r = run_pipeline(
         ctx.out / "instruction",
-        robot=ctx.cfg.robot,
-        budget=ctx.cfg.sizes.rlhf,
-        engine=ctx.cfg.rlhf_engine,
-        progress=lambda stage, f: ctx.progress(f, stage),
+        robot=ctx.config.robot,
+        budget=ctx.settings["budget"],
+        engine=ctx.config.rlhf_engine,
+        progress=ctx.progress,
     )
     on_target = r["intent_accuracy"] >= 0.9 and r["json_valid_rate"] >= 1.0
     figure = (
@@ -183,33 +171,36 @@ def instruction(ctx: StageContext) -> StageResult:
 def deploy(ctx: StageContext) -> StageResult:
     """Two recorded sessions on the field twin: the operator's driving script (/cmd_vel), the evidence drift is
     judged on, then instruction_node executing the instruction script."""
-    artifact, logs = ctx.data("export")["artifact"], ctx.out / "field_logs"
+    artifact, logs = data(ctx, "export")["artifact"], ctx.out / "field_logs"
     shutil.rmtree(logs, ignore_errors=True)  # a re-run records afresh: an interrupted run's logs are partial
-    duty = _field_run(ctx, artifact, logs / "duty", "operator script")
-    model = ctx.data("instruction")["model_dir"]
-    session = _field_run(ctx, artifact, logs / "instructions", "instruction session", instructions=model)
+    duty = _field_run(ctx, artifact, logs / "duty", ctx.settings["duty_seconds"], "operator script")
+    model = data(ctx, "instruction")["model_dir"]
+    seconds = ctx.settings["instruction_seconds"]
+    session = _field_run(ctx, artifact, logs / "instructions", seconds, "instruction session", instructions=model)
     executed = session.get("instructions", [])
     figure = f"operator script: {_tracking(duty)}; instructions: {len(executed)} executed, {_tracking(session)}"
     falls = duty["falls"] + session["falls"]
     return StageResult(PASS if not falls else WARN, figure, {**duty, "logs": str(logs), "instruction_session": session})
 
 
-def _field_run(ctx: StageContext, artifact: str, record: Path, what: str, instructions: str | None = None) -> dict:
-    """The artifact on the hidden-parameter field twin over real ROS 2, recorded to MCAP: the operator's driving
-    script, or with `instructions` (a model directory) instruction_node running the instruction script."""
+def _field_run(
+    ctx: StageContext, artifact: str, record: Path, seconds: float, what: str, instructions: str | None = None
+) -> dict:
+    """`seconds` of the artifact on the hidden-parameter field twin over real ROS 2, recorded to MCAP: the
+    operator's driving script, or with `instructions` (a model directory) instruction_node running the instruction
+    script."""
     from sim2real.sil import run_sil
 
-    sizes = ctx.cfg.sizes
-    seconds = sizes.instruction_seconds if instructions else sizes.duty_seconds
+    cfg = ctx.config
     return run_sil(
         artifact,
         seconds,
-        field_twin=ctx.cfg.field_twin,
-        commands=ctx.cfg.duty,
+        field_twin=cfg.field_twin,
+        commands=cfg.duty,
         record=str(record),
-        instructions=ctx.cfg.instructions if instructions else None,
+        instructions=cfg.instructions if instructions else None,
         instruction_model=instructions,
-        instruction_backend=ctx.cfg.instruction_backend,
+        instruction_backend=cfg.instruction_backend,
         progress=lambda t: ctx.progress(t / seconds, f"{what}: {t:.1f}/{seconds:g} s simulated"),
     )
 
@@ -223,8 +214,8 @@ def analyse(ctx: StageContext) -> StageResult:
     from edge.manifest import load_manifest
     from training.retrain.drift import TriggerPolicy, decide
 
-    manifest = load_manifest(ctx.data("export")["artifact"])
-    logs = Path(ctx.data("deploy")["logs"])
+    manifest = load_manifest(data(ctx, "export")["artifact"])
+    logs = Path(data(ctx, "deploy")["logs"])
     # the decision rests on the operator's driving: the instruction session is short plans and standing still,
     # which would dilute the means; its KPIs are reported beside
     duty_kpis, episodes, damage, files = log_kpis(logs / "duty", manifest)
@@ -252,7 +243,7 @@ def log_kpis(path: Path, manifest) -> tuple[dict[str, float], int, list[str], li
     """KPI means over every episode of the MCAP logs under `path` (the campaign's KPI code), the episode count,
     the damaged spans and the files read."""
     from sim.robot import load_robot
-    from sim2real.retrain_pipeline import ingest_logs
+    from training.retrain.drift import ingest_logs
     from training.retrain.ingest import mcap_files
 
     files = mcap_files(path)
@@ -269,18 +260,18 @@ def log_kpis(path: Path, manifest) -> tuple[dict[str, float], int, list[str], li
 
 # -------------------------------------------------------------------------------------------------- 7 retrain
 def retrain(ctx: StageContext) -> StageResult:
-    if not ctx.data("analyse")["retrain"]:
+    if not data(ctx, "analyse")["retrain"]:
         return StageResult(SKIPPED, "no drift detected: the deployed artifact stays", {"promoted": False})
     from sim2real.retrain_pipeline import retrain as run_retrain
 
-    logs = Path(ctx.data("deploy")["logs"]) / "duty"  # the evidence the trigger fired on
+    logs = Path(data(ctx, "deploy")["logs"]) / "duty"  # the evidence the trigger fired on
     r = run_retrain(
         logs,
-        Path(ctx.data("export")["artifact"]),
+        Path(data(ctx, "export")["artifact"]),
         ctx.out / "retrain",
-        budget=ctx.cfg.sizes.retrain,
+        budget=ctx.settings["budget"],
         registry=registry_path(ctx),
-        progress=lambda stage, f: ctx.progress(f, stage),
+        progress=ctx.progress,
     ).to_dict()
     identified = ", ".join(f"{k} {v:.3g}" for k, v in r["identified"].items())
     verdict = "promoted" if r["promoted"] else f"not promoted ({r['promotion_reason']})"
@@ -295,16 +286,16 @@ def final(ctx: StageContext) -> StageResult:
     from edge.manifest import load_manifest
     from edge.validation import require_validated
 
-    promoted = ctx.data("retrain").get("promoted")
-    artifact = str(ctx.data("retrain")["new_artifact"] if promoted else ctx.data("export")["artifact"])
+    promoted = data(ctx, "retrain").get("promoted")
+    artifact = str(data(ctx, "retrain")["new_artifact"] if promoted else data(ctx, "export")["artifact"])
     require_validated(load_manifest(artifact), artifact_dir=artifact)
     logs = ctx.out / "field_logs_final"
     shutil.rmtree(logs, ignore_errors=True)
-    run = _field_run(ctx, artifact, logs, "operator script")
+    run = _field_run(ctx, artifact, logs, ctx.settings["duty_seconds"], "operator script")
     after = log_kpis(logs, load_manifest(artifact))[0]
-    before, baseline = ctx.data("analyse")["duty_kpis"], ctx.data("analyse")["baseline_kpis"]
+    before, baseline = data(ctx, "analyse")["duty_kpis"], data(ctx, "analyse")["baseline_kpis"]
     closed = {}
-    for kpi in ctx.data("analyse")["drifted"]:
+    for kpi in data(ctx, "analyse")["drifted"]:
         gap = before[kpi] - baseline[kpi]
         closed[kpi] = (before[kpi] - after[kpi]) / gap if gap > 1e-9 else None
     figure = f"{'retrained' if promoted else 'original'} artifact: {_tracking(run)}"
@@ -329,14 +320,22 @@ def final(ctx: StageContext) -> StageResult:
     )
 
 
-STAGES: list[tuple[str, Callable[[StageContext], StageResult], str]] = [
-    ("train", train, "PPO in batched digital twins"),
-    ("export", export, "ONNX artifact + manifest"),
-    ("validate", validate, "scenario campaign gate"),
-    ("instruction", instruction, "instruction model: SFT + RLHF with vLLM"),
-    ("deploy", deploy, "software in the loop over ROS 2 on the field twin"),
-    ("analyse", analyse, "field-log KPIs and drift"),
-    ("retrain", retrain, "system id, fine-tune, re-validate, promote"),
-    ("final", final, "deployment check of the artifact in service"),
-]
-STAGE_NAMES = [name for name, _, _ in STAGES]
+def failed(ctx: StageContext, result: dict) -> bool:
+    """A FAIL ends the loop: a later stage would need what this one did not produce."""
+    return result["verdict"] == FAIL
+
+
+STAGES = tuple(
+    Stage(name, run, description, stop=failed)
+    for name, run, description in (
+        ("train", train, "PPO in batched digital twins"),
+        ("export", export, "ONNX artifact + manifest"),
+        ("validate", validate, "scenario campaign gate"),
+        ("instruction", instruction, "instruction model: SFT + RLHF with vLLM"),
+        ("deploy", deploy, "software in the loop over ROS 2 on the field twin"),
+        ("analyse", analyse, "field-log KPIs and drift"),
+        ("retrain", retrain, "system id, fine-tune, re-validate, promote"),
+        ("final", final, "deployment check of the artifact in service"),
+    )
+)
+STAGE_NAMES = [s.name for s in STAGES]

@@ -1,4 +1,5 @@
-"""Drift: field KPIs against the deployed artifact's campaign baseline, under a trigger policy from YAML."""
+"""Drift: field logs scored with the campaign's KPIs (`ingest_logs`), against the deployed artifact's campaign
+baseline, under a trigger policy from YAML."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from edge.config import load_dataclass, setting
+from edge.fileio import sha256_file
 from edge.resources import config_path
 from sim.kpis import KPI_UNITS, RobotLimits, episode_kpis
 from training.errors import ConfigError
-from training.retrain.ingest import FieldLog
+from training.retrain.ingest import FieldLog, read_field_log
 
 DEFAULT_TRIGGER = config_path("retrain", "trigger.yaml")
 LABELS = {"tracking_error_lin": "tracking error", "tracking_error_ang": "yaw-rate error", "falls": "falls"}
@@ -66,6 +68,27 @@ def field_kpis(logs: list[FieldLog], limits: RobotLimits, settle_s: float = 0.5)
                 per_episode.setdefault(name, []).append(float(value))
     count = len(next(iter(per_episode.values()), []))
     return {k: float(np.mean(v)) for k, v in per_episode.items()}, count
+
+
+def ingest_logs(files: list[Path], spec) -> dict:
+    """The field logs read: per file its hash, rows, episodes and damaged spans; the KPI means over all episodes
+    (the campaign's KPI code) and the episode count. `spec`: the robot (sim.robot.load_robot)."""
+    from sim.campaign.rollout import robot_limits
+
+    logs = [read_field_log(f, list(spec.joints)) for f in files]
+    kpis, episodes = field_kpis(logs, robot_limits(spec))
+    entries = [
+        {
+            "path": str(f),
+            "sha256": sha256_file(f),
+            "size": f.stat().st_size,
+            "rows": len(log.t),
+            "episodes": len(log.episodes()),
+            "damage": log.damage,
+        }
+        for f, log in zip(files, logs, strict=True)
+    ]
+    return {"logs": entries, "field_kpis": kpis, "episodes": episodes}
 
 
 def decide(field: dict[str, float], episodes: int, baseline: dict[str, float], policy: TriggerPolicy) -> DriftDecision:
