@@ -242,7 +242,9 @@ def _sysid(ctx: StageContext) -> dict:
     from training.retrain.sysid import identify, log_windows
 
     run, plan = ctx.config, ctx.settings
-    windows = log_windows([read_field_log(f, list(run.spec.joints)) for f in run.files], plan.window_s, plan.windows)
+    windows = log_windows(
+        [read_field_log(f, list(run.spec.joints)) for f in run.files], plan.sysid.window_s, plan.sysid.windows
+    )
     sysid_cfg = run.cfg.sysid_config(run.spec.name, plan, run.seed)
     r = identify(
         run.spec,

@@ -1,9 +1,10 @@
 """The whole RLHF pipeline in one call, for `sim2real loop`: SFT -> simulated-operator preferences -> reward model ->
-RL (vLLM generating) -> evaluation of the RLHF model against the SFT model on the held-out set.
+RL (vLLM generating) -> evaluation of the RLHF model against the SFT model on the held-out set -> the RLHF model
+exported for the robot (ONNX Runtime, what instruction_node runs).
 
     run_pipeline(Path("runs/loop/instruction"), robot="rover", budget="quick") -> dict
 
-Five stages on the one Stage runner (sim2real.pipeline), each a fresh-dir stage: it builds `<out>/<stage>.partial/`,
+Six stages on the one Stage runner (sim2real.pipeline), each a fresh-dir stage: it builds `<out>/<stage>.partial/`,
 its record (stats and seconds) goes into `stage.json` there, and the directory is renamed to `<out>/<stage>/`, so
 a model directory exists under its final name only when complete. A stage whose directory holds stage.json is
 skipped on the next call; a leftover `.partial` directory (an interrupted run) is discarded and the stage redone;
@@ -22,8 +23,15 @@ from pathlib import Path
 
 from sim2real.errors import UserError
 from sim2real.pipeline import Budget, Pipeline, Progress, Stage, StageContext
-from training.rlhf.config import RLHF_CONFIG_DIR, PrefsConfig, RewardConfig, RLConfig, SFTConfig, load_config
-from training.rlhf.model import ModelConfig
+from training.rlhf.config import (
+    ENGINES,
+    RLHF_CONFIG_DIR,
+    PrefsConfig,
+    RewardConfig,
+    RLConfig,
+    SFTConfig,
+    load_config,
+)
 
 HELDOUT = RLHF_CONFIG_DIR / "heldout.jsonl"
 _SMALL_MODEL = {"vocab_size": 384, "num_layers": 2, "intermediate_size": 256}
@@ -45,7 +53,7 @@ BUDGETS = {
             "reward": {"epochs": 3},
             "rl": {"iterations": 2, "prompts_per_iteration": 8},
         },
-        {"sft": 119, "prefs": 64, "reward": 12, "rl": 20, "eval": 6},
+        {"sft": 119, "prefs": 64, "reward": 12, "rl": 20, "eval": 6, "onnx": 13},
     ),
     "quick": Budget(
         "quick",
@@ -62,9 +70,9 @@ BUDGETS = {
             "reward": {"epochs": 3},
             "rl": {"iterations": 24, "prompts_per_iteration": 16},
         },
-        {"sft": 369, "prefs": 131, "reward": 18, "rl": 270, "eval": 9},
+        {"sft": 369, "prefs": 131, "reward": 18, "rl": 270, "eval": 9, "onnx": 13},
     ),
-    "full": Budget("full", {}, {"sft": 1521, "prefs": 154, "reward": 40, "rl": 434, "eval": 8}),
+    "full": Budget("full", {}, {"sft": 1521, "prefs": 154, "reward": 40, "rl": 434, "eval": 8, "onnx": 13}),
 }
 
 
@@ -78,13 +86,14 @@ def run_pipeline(
     out_dir: Path, robot: str = "rover", budget: str = "quick", engine: str = "vllm", progress: Progress | None = None
 ) -> dict:
     """Run (or resume) every stage into `out_dir`; returns a JSON-able summary:
-    {model_dir, sft_dir, reward_dir, intent_accuracy, intent_accuracy_sft, json_valid_rate, win_rate_rm,
+    {model_dir, sft_dir, reward_dir, onnx_dir (the model instruction_node runs), intent_accuracy,
+    intent_accuracy_sft, json_valid_rate, win_rate_rm,
     win_rate_operator, stages: {name: seconds}} (stage seconds as measured when the stage ran). `progress` gets the
     pipeline's fraction done and a note such as "sft: step 120"."""
     if budget not in BUDGETS:
         raise UserError(f"unknown RLHF budget {budget!r}: choose one of {', '.join(BUDGETS)}")
-    if engine not in ("vllm", "transformers"):
-        raise UserError(f"engine must be vllm or transformers, got {engine!r}")
+    if engine not in ENGINES:
+        raise UserError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     out = Path(out_dir)
     record = {"robot": robot, "budget": budget, "engine": engine}
     run = PIPELINE.open(out, record).execute(RLHFRun(robot, engine), BUDGETS[budget], progress)
@@ -93,6 +102,7 @@ def run_pipeline(
         "model_dir": str(out / "rl"),
         "sft_dir": str(out / "sft"),
         "reward_dir": str(out / "reward"),
+        "onnx_dir": str(out / "onnx"),
         "intent_accuracy": e["intent_accuracy"],
         "intent_accuracy_sft": e["intent_accuracy_sft"],
         "json_valid_rate": e["json_valid_rate"],
@@ -171,6 +181,13 @@ def _eval(ctx: StageContext) -> dict:
     return _evaluate(ctx.stage_dir("rl"), ctx.stage_dir("sft"), ctx.stage_dir("reward"), ctx.config.robot)
 
 
+def _onnx(ctx: StageContext) -> dict:
+    from training.rlhf.export_onnx import export_instruction_model
+
+    ctx.progress(0.0, "exporting the RLHF model for instruction_node")
+    return {"manifest": export_instruction_model(ctx.stage_dir("rl"), ctx.work)}
+
+
 PIPELINE = Pipeline(
     "rlhf",
     (
@@ -179,16 +196,14 @@ PIPELINE = Pipeline(
         Stage("reward", _reward, "Bradley-Terry reward model", fresh_dir=True),
         Stage("rl", _rl, "GRPO", fresh_dir=True),
         Stage("eval", _eval, "RLHF and SFT models on the held-out set", fresh_dir=True),
+        Stage("onnx", _onnx, "the RLHF model exported for the robot (ONNX Runtime)", fresh_dir=True),
     ),
 )
 
 
 def _config(cls, stage: str, overrides: dict | None, **fixed):
-    overrides = dict(overrides or {})
-    if isinstance(overrides.get("model"), dict):  # a partial model size on top of the YAML's
-        base = load_config(cls, RLHF_CONFIG_DIR / f"{stage}.yaml").model
-        overrides["model"] = ModelConfig(**{**base.__dict__, **overrides["model"]})
-    return load_config(cls, RLHF_CONFIG_DIR / f"{stage}.yaml", **{**overrides, **fixed})
+    """config/rlhf/<stage>.yaml with the budget's overrides (a partial `model` merges into the YAML's) and `fixed`."""
+    return load_config(cls, RLHF_CONFIG_DIR / f"{stage}.yaml", **{**(overrides or {}), **fixed})
 
 
 def _evaluate(model: Path, sft: Path, reward: Path, robot: str) -> dict:

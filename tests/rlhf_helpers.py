@@ -21,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = (ROOT / "training" / "rlhf", ROOT / "edge" / "instruct", ROOT / "config" / "rlhf")
+RUNNER = (ROOT / "sim2real" / "pipeline.py", ROOT / "sim2real" / "rlhf_pipeline.py")  # the run directory's layout
 NOT_IN_ARTIFACTS = {"cli.py", "report.py", "pref_page.py", "plot.py"}  # user interface only
 
 
@@ -30,6 +31,8 @@ def source_digest() -> str:
         for path in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".py", ".yaml", ".jsonl")):
             if path.name not in NOT_IN_ARTIFACTS:
                 digest.update(path.name.encode() + path.read_bytes())
+    for path in RUNNER:
+        digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:12]
 
 

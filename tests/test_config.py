@@ -244,7 +244,8 @@ def test_retrain_budgets_check_their_ppo_overrides(tmp_path):
         RetrainConfig.from_yaml().budget(budget)
     budget.write_text("sysid: {windows: 2, population: 4}\nfinetune: {iterations: 8}\n")
     plan = RetrainConfig.from_yaml().budget(budget)
-    assert (plan.name, plan.windows, plan.population, plan.runs, plan.finetune) == ("tiny", 2, 4, 1, {"iterations": 8})
+    sizes = (plan.sysid.windows, plan.sysid.population, plan.sysid.runs)
+    assert (plan.name, *sizes, plan.finetune) == ("tiny", 2, 4, 1, {"iterations": 8})
     bad = tmp_path / "retrain.yaml"
     bad.write_text("centre: {gravity: {relative: 0.1}}\npromotion: {kpis: [speed]}\n")
     with pytest.raises(training_errors.ConfigError, match="centre keys must be among .*unknown twin parameter"):

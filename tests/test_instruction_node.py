@@ -16,7 +16,6 @@ from std_msgs.msg import String
 from tests.campaign_helpers import export_rover_policy
 from tests.rlhf_helpers import minimal_run
 from tests.ros_helpers import node_process, probe_node, spin_until
-from training.rlhf.export_onnx import export_instruction_model
 
 VX, WZ = 1.0, 1.5  # the rover's command limits (the artifact's manifest)
 NOT_ON_THE_ROBOT = ("torch", "transformers", "vllm", "ray", "mujoco", "sim", "training", "sim2real")
@@ -31,10 +30,8 @@ SPEED = 4.0  # simulated seconds per wall second
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("instruct-onnx")
-    export_instruction_model(minimal_run()["model_dir"], out)
-    return out
+def model():
+    return minimal_run()["onnx_dir"]  # the pipeline's export of its RLHF model: what the robot runs
 
 
 @pytest.fixture(scope="module")

@@ -45,12 +45,15 @@ def launched_nodes(path: Path) -> list[tuple[str, set[str], bool]]:
     return nodes
 
 
-def required_parameters(executable: str) -> list[Parameter]:
-    """What a node cannot start without (instruction_node loads a model: the tests' small trained one)."""
+def required_parameters(executable: str, tmp_path: Path) -> list[Parameter]:
+    """What a node cannot start without (instruction_node loads a model, the tests' small trained one exported
+    for the robot, and takes its limits from a policy artifact)."""
     if executable == "instruction_node":
-        from tests.rlhf_helpers import sft_dir
+        from tests.campaign_helpers import export_rover_policy
+        from tests.rlhf_helpers import minimal_run
 
-        return [Parameter("model", value=str(sft_dir()))]
+        artifact = export_rover_policy(tmp_path / "policy")
+        return [Parameter("model", value=minimal_run()["onnx_dir"]), Parameter("artifact", value=str(artifact))]
     return []
 
 
@@ -89,7 +92,7 @@ def test_launch_names_real_executables_and_declared_parameters(launch_file, tmp_
     params_file = yaml.safe_load((ROOT / "config" / "ros" / "robot.yaml").read_text())
     for executable, inline, uses_file in launched_nodes(launch_file):
         assert executable in scripts, f"{launch_file.name}: {executable} is not a console script"
-        declared = declared_parameters(scripts[executable], tmp_path, required_parameters(executable))
+        declared = declared_parameters(scripts[executable], tmp_path, required_parameters(executable, tmp_path))
         from_file = set(params_file.get(executable, {}).get("ros__parameters", {})) if uses_file else set()
         undeclared = (inline | from_file) - declared
         assert not undeclared, f"{launch_file.name}: {executable} does not declare {sorted(undeclared)}"

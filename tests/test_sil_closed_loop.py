@@ -113,7 +113,7 @@ def test_instruction_script_drives_the_robot_through_instruction_node(trained_ro
         backend="onnxruntime",
         allow_unvalidated=True,
         instructions=script,
-        instruction_model=minimal_run()["model_dir"],
+        instruction_model=minimal_run()["onnx_dir"],
     )
 
     forward, turn = sil["instructions"]

