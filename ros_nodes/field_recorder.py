@@ -32,7 +32,16 @@ from ros_nodes.qos import STATUS
 from ros_nodes.recovery import recover_partial_segments
 
 # relative names: under a namespace (two robots on one DDS domain) each recorder logs only its own robot's topics
-DEFAULT_TOPICS = ["joint_states", "imu/data", "odom", "cmd_vel", "instruction", "joint_commands", "diagnostics"]
+DEFAULT_TOPICS = [
+    "joint_states",
+    "imu/data",
+    "odom",
+    "cmd_vel",
+    "instruction",
+    "joint_commands",
+    "safe_mode",
+    "diagnostics",
+]
 
 
 def message_class(type_name: str):

@@ -169,8 +169,8 @@ class PolicyNode(Node):
             self.control.estop = engaged
             if self._timer is not None:  # active: the safe mode now, not at the next tick
                 self._tick()
-        if engaged:
-            self._announce_mode(self.control.safe_mode if self.control else "hold")
+        if engaged and self.control is not None:  # unconfigured: the mode is the artifact's, announced once active
+            self._announce_mode(self.control.safe_mode)
 
     def _on_estop_service(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         self._set_estop(bool(request.data), "service")

@@ -1,5 +1,10 @@
 """sim_bridge_node: plays the robot. Steps one twin and speaks the robot's ROS interface: publishes
-/joint_states, /imu/data and /odom (sensor-data QoS) and applies /joint_commands as PD targets.
+joint_states, imu/data and odom (sensor-data QoS) and applies joint_commands as PD targets.
+
+It stands in for ros2_control too: in real time, when joint_commands stop for longer than `cmd_timeout_s` (the
+cmd_timeout of ros2_control's controllers), it applies the robot's safe mode (`hold`: the default pose at full
+gains; `damp`: kp = 0, kd kept) until commands come back; and it follows policy_node's `safe_mode` topic
+(hold or damp while the node is in its safe mode, "" to follow the commands again).
 
 Real time (default): one control period per wall-clock period. Lockstep (`lockstep: true`): the bridge owns
 time, publishes /clock, and takes the next step as soon as the command for the current one arrives (a state
@@ -10,6 +15,7 @@ gives hidden physical offsets (friction, payload, latency, ...) that stand in fo
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -20,9 +26,10 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, String
 
 from edge.fileio import read_yaml_mapping
+from edge.manifest import SAFE_MODES
 from edge.observation import rotate_world_to_base
 from ros_nodes import qos
 from ros_nodes.params import describe
@@ -47,8 +54,17 @@ class SimBridge(Node):
             describe("send a state again when no command answered it for this wall time", low=0.01, high=60.0),
         )
         self.declare_parameter("seed", 0, describe("twin seed"))
+        self.declare_parameter(
+            "cmd_timeout_s",
+            0.5,
+            describe(
+                "real time: no joint_commands for this long applies the safe mode (ros2_control's)", low=0.01, high=60.0
+            ),  # fmt: skip
+        )
+        self.declare_parameter("safe_mode", "", describe("hold or damp; '' = the robot YAML's"))
         self.lockstep = bool(self.get_parameter("lockstep").value)
         self.timeout_s = float(self.get_parameter("lockstep_timeout_s").value)
+        self.cmd_timeout_s = float(self.get_parameter("cmd_timeout_s").value)
 
         field = str(self.get_parameter("field_twin").value)
         self.twin = BatchedTwin(
@@ -61,11 +77,20 @@ class SimBridge(Node):
         )
         self.twin.max_episode_steps = np.iinfo(np.int64).max  # the robot runs until stopped, not in episodes
         self.twin.reset()
+        values = {}
         if field:
             values = read_yaml_mapping(field, SimError, "field twin", "expected a mapping of twin parameters")
-            self.twin.set_params(fixed_params(values, self.twin.spec.sim_dt))
             self.get_logger().info(f"field twin: {values}")
         spec = self.twin.spec
+        self.field_params = fixed_params(values, spec.sim_dt)  # the "real robot" with its actuators as they are
+        self.twin.set_params(self.field_params)
+        self.safe_mode = str(self.get_parameter("safe_mode").value) or spec.safe_mode
+        if self.safe_mode not in SAFE_MODES:
+            raise SimError(f"safe_mode {self.safe_mode!r} is not one of {', '.join(SAFE_MODES)}")
+        self.mode = ""  # "" follows joint_commands; hold or damp while in a safe mode
+        self._timed_out = False  # the safe mode came from a command timeout (left when commands resume)
+        self.timeouts = 0  # times joint_commands went silent for longer than cmd_timeout_s
+        self._last_command_wall = time.monotonic()
         self.dt_ns = int(round(spec.control_dt * 1e9))
         self.sim_time_ns = 0
         self.action = np.tile(self.twin.safe_action(), (1, 1))
@@ -80,12 +105,13 @@ class SimBridge(Node):
         self.pub_odom = self.create_publisher(Odometry, "odom", qos.SENSOR)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.lockstep else None
         self.create_subscription(Float64MultiArray, "joint_commands", self._on_command, qos.COMMAND)
+        self.create_subscription(String, "safe_mode", lambda msg: self._set_mode(msg.data, "policy_node"), qos.LATCHED)
         # lockstep steps on each command (a polling timer would burn a core) and checks now and then for a
         # state nobody answered; real time steps at the control period
         if self.lockstep:
             self.create_timer(self.timeout_s / 4, self._on_silence)
         else:
-            self.create_timer(spec.control_dt, self._step)
+            self.create_timer(spec.control_dt, self._step_real_time)
         self._publish()
 
     def _on_command(self, msg: Float64MultiArray) -> None:
@@ -99,6 +125,9 @@ class SimBridge(Node):
             )
             return
         self.action = self.twin.actions_from_targets(targets)[None]
+        self._last_command_wall = time.monotonic()
+        if self.mode and self._timed_out:  # commands are back after a timeout: follow them again
+            self._set_mode("", "joint_commands resumed")
         if self.lockstep:
             self._step()
 
@@ -113,6 +142,26 @@ class SimBridge(Node):
                 throttle_duration_sec=5.0,
             )
             self._publish()
+
+    def _set_mode(self, mode: str, why: str) -> None:
+        """Enter a safe mode (hold, damp) or leave it (""); damp drops kp to 0 and keeps kd, hold commands the default
+        pose at the robot's gains."""
+        if mode not in ("", *SAFE_MODES) or mode == self.mode:
+            return
+        self.mode, self._timed_out = mode, why == "cmd_timeout"
+        params = self.field_params
+        if mode == "damp":
+            params = dataclasses.replace(params, kp_scale=np.zeros_like(params.kp_scale))
+        self.twin.set_params(params)
+        if mode == "hold":
+            self.action = np.tile(self.twin.safe_action(), (1, 1))
+        self.get_logger().warn(f"safe mode {mode} ({why})" if mode else f"safe mode left ({why})")
+
+    def _step_real_time(self) -> None:
+        if not self.mode and time.monotonic() - self._last_command_wall > self.cmd_timeout_s:
+            self.timeouts += 1
+            self._set_mode(self.safe_mode, "cmd_timeout")
+        self._step()
 
     def _step(self) -> None:
         lin_vel_before = self.twin.backend.state()["base_lin_vel"][0]

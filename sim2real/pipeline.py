@@ -283,7 +283,8 @@ def _share(progress: Progress, stage: str, start: float, share: float) -> Progre
     """A stage's Progress: its fraction becomes the run's, its note is prefixed with its name."""
 
     def report(fraction: float, note: str) -> None:
-        progress(start + share * min(max(fraction, 0.0), 1.0), f"{stage}: {note}")
+        # rounded: a stage's end and the next one's start are sums of the same weights in another order
+        progress(round(start + share * min(max(fraction, 0.0), 1.0), 9), f"{stage}: {note}")
 
     return report
 

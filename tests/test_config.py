@@ -214,7 +214,7 @@ def test_every_shipped_config_loads():
         assert isinstance(load_config(cls, RLHF_CONFIG_DIR / f"{stage}.yaml"), cls)
     retrain = RetrainConfig.from_yaml()
     assert set(retrain.budgets) == {"minimal", "quick", "full"} and retrain.budget("quick").name == "quick"
-    assert retrain.budget("minimal").windows == retrain.budget("minimal").sysid.windows == 16
+    assert retrain.budget("minimal").sysid.windows == 16
     assert TriggerPolicy.from_yaml().kpis["falls"].ratio == 1.0
     assert SweepSpec.from_yaml(config_path("sweeps", "rover_ppo.yaml")).search["gamma"] == {"grid": [0.95, 0.99]}
 

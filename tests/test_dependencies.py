@@ -17,7 +17,7 @@ SCANNED = ("edge", "sim", "training", "ros_nodes", "sim2real", "benchmarks")
 # imported only where the hardware is (documented in docs/deploy-jetson.md and docs/twin.md): JetPack brings
 # TensorRT and cuda-python, Isaac Sim needs an RTX GPU; ROS 2 message packages come with rclpy (apt or ROS_WHEELS)
 HARDWARE_ONLY = {"tensorrt", "cuda", "isaacsim"}
-ROS_MESSAGES = re.compile(r".*_msgs$|^rclpy$|^builtin_interfaces$|^rcl_interfaces$")
+ROS_MESSAGES = re.compile(r".*_(msgs|srvs)$|^rclpy$|^builtin_interfaces$|^rcl_interfaces$")
 
 
 def _setup_namespace() -> dict:

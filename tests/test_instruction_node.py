@@ -5,6 +5,7 @@ sim or training (it says what it imported when asked, at exit)."""
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from builtin_interfaces.msg import Time
@@ -135,7 +136,7 @@ def test_a_bad_model_or_artifact_stops_the_node_with_one_line(model, artifact, t
     if case == "tampered":
         bad = tmp_path / "model"
         bad.mkdir()
-        for f in model.iterdir():
+        for f in Path(model).iterdir():
             (bad / f.name).write_bytes(f.read_bytes())
         (bad / "tokenizer.json").write_text((bad / "tokenizer.json").read_text().replace("<pad>", "<pAd>"))
         model = bad

@@ -24,18 +24,6 @@ STEP_SCRIPT = [
 DURATION = 7.0
 
 
-@pytest.fixture(scope="module")
-def trained_rover(tmp_path_factory):
-    """A rover policy trained to the tracking threshold (about 25 PPO iterations, 40 s on 2 idle cores), exported."""
-    from training.ppo.config import PPOConfig
-    from training.ppo.launch import train
-
-    cfg = PPOConfig.for_robot(
-        "rover", iterations=60, stop_at_threshold=True, seed=0, run_root=str(tmp_path_factory.mktemp("ppo"))
-    )
-    return train(cfg, show_progress=False) / "policy"
-
-
 @pytest.fixture(autouse=True)
 def ros_domain(monkeypatch):
     for k, v in ros_env().items():

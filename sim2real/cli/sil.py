@@ -13,6 +13,7 @@ HELP = "Run policy_node against a twin over ROS 2 (software in the loop) and rep
 EXAMPLES = """examples:
   sim2real sil --artifact policy/ --duration 20
   sim2real sil --artifact policy/ --field-twin field.yaml --record runs/sil/logs
+  sim2real sil --artifact policy/ --robot-python /opt/robot-venv/bin/python      # the robot's installed nodes
   sim2real sil --artifact policy/ --commands my_script.yaml --real-time
   sim2real sil --artifact policy/ --instructions config/sil/instructions.yaml --instruction-model runs/rlhf/onnx
 
@@ -48,6 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--real-time", action="store_true", help="wall-clock pace instead of lockstep")
     p.add_argument("--allow-unvalidated", action="store_true", help="run an artifact no campaign has passed")
     p.add_argument("--json", default="", help="write the KPI summary to this file")
+    p.add_argument(
+        "--robot-python",
+        default="",
+        help="run policy_node, instruction_node and field_recorder on this interpreter: the robot's own install "
+        "(a venv with edge[robot,instruct]); the twin stays on this one",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
             args.instruction_model or None,
             args.instruction_backend,
             progress=lambda t: bar.update(task, completed=t),
+            robot_python=args.robot_python or None,
         )
     table = Table(
         title=f"{summary['robot']}, {args.duration:g} s simulated",

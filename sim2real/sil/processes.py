@@ -1,8 +1,13 @@
 """The run's node processes: started as `python -m ros_nodes.<node> --ros-args -p ...`, each logging to its own file,
-watched for an early exit and stopped with SIGINT (as `ros2 launch` does) at the end."""
+watched for an early exit and stopped with SIGINT (as `ros2 launch` does) at the end.
+
+`robot_python`: the interpreter of the robot's own install (a venv with `.[robot,instruct]`, or a colcon
+install's Python) that runs the robot's nodes; the twin (sim_bridge_node) stays on this one. Nodes start in the
+log directory with the caller's PYTHONPATH removed, so an installed package is never shadowed by a checkout."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -12,20 +17,30 @@ from pathlib import Path
 from sim2real.errors import UserError
 
 STOP_WAIT_S = 10.0  # a node that has not exited this long after SIGINT is killed
+ROBOT_NODES = ("policy_node", "instruction_node", "field_recorder")  # what the robot itself runs
 
 
 class NodeProcesses:
-    def __init__(self) -> None:
+    def __init__(self, robot_python: str | None = None) -> None:
         self.log_dir = Path(tempfile.mkdtemp(prefix="sil-logs-"))
         self.procs: dict[str, subprocess.Popen] = {}
+        self.robot_python = robot_python
+        self.interpreters: dict[str, str] = {}
 
     def start(self, executable: str, params: dict) -> None:
-        args = [sys.executable, "-m", f"ros_nodes.{executable}", "--ros-args"]
+        python = self.robot_python if self.robot_python and executable in ROBOT_NODES else sys.executable
+        args = [python, "-m", f"ros_nodes.{executable}", "--ros-args"]
         for k, v in params.items():
             args += ["-p", f"{k}:={v}"]
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        if python == sys.executable and "PYTHONPATH" in os.environ:
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]  # this install's own code, as the caller sees it
         # a log file, not a pipe: a pipe nobody reads fills up and stalls the node
         with open(self.log_dir / f"{executable}.log", "w") as log:
-            self.procs[executable] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+            self.procs[executable] = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, cwd=self.log_dir, env=env
+            )
+        self.interpreters[executable] = python
 
     def last_line(self, name: str, containing: str = "") -> str:
         """The node's last log line (with `containing` in it): what a failure is reported with."""

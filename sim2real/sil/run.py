@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from sim2real.errors import UserError
-from sim2real.sil.processes import NodeProcesses
+from sim2real.sil.processes import ROBOT_NODES, NodeProcesses
 from sim2real.sil.scoring import displacement, tracking_kpis
 from sim2real.sil.scripts import DEFAULT_COMMANDS, load_commands, load_instructions
 
@@ -37,10 +37,12 @@ def run_sil(
     instruction_model: str | Path | None = None,
     instruction_backend: str = "auto",
     progress: Callable[[float], None] | None = None,
+    robot_python: str | None = None,
 ) -> dict:
     """Run the node set for `duration` simulated seconds; return the KPI summary. With `instructions` (a script
     of {t_s, text}) instruction_node runs `instruction_model` and its /cmd_vel is both the policy's command and
-    the reference the KPIs score against; without, the /cmd_vel script `commands` is."""
+    the reference the KPIs score against; without, the /cmd_vel script `commands` is. `robot_python` runs the
+    robot's nodes on the robot's own install (sim2real.sil.processes)."""
     # rclpy only here, so that `sim2real --help` and the scripts and scoring import without ROS
     import rclpy
     from lifecycle_msgs.msg import Transition
@@ -54,6 +56,10 @@ def run_sil(
     from sim.tasks import load_task
     from sim2real.sil.operator import Operator
 
+    # the nodes start in their log directory: every path they get is absolute
+    artifact, record = str(Path(artifact).resolve()), str(Path(record).resolve()) if record else ""
+    field_twin = str(Path(field_twin).resolve()) if field_twin else ""
+    instruction_model = str(Path(instruction_model).resolve()) if instruction_model else instruction_model
     manifest = load_manifest(artifact)  # fails early, with the reason, on a bad artifact
     require_validated(manifest, allow_unvalidated, artifact)
     robot = load_robot(manifest.robot["name"])
@@ -64,7 +70,7 @@ def run_sil(
     else:
         script, segments = None, load_commands(commands)
     lockstep, sim_time = not real_time, str(not real_time).lower()
-    nodes = NodeProcesses()
+    nodes = NodeProcesses(robot_python)
     nodes.start(
         "sim_bridge_node",
         {"robot": robot.name, "field_twin": field_twin or "''", "lockstep": sim_time, "lockstep_timeout_s": RESEND_S},
@@ -173,4 +179,6 @@ def run_sil(
     }
     if script:
         summary["instructions"] = operator.executed()
+    if robot_python:
+        summary["robot_python"] = {n: py for n, py in nodes.interpreters.items() if n in ROBOT_NODES}
     return summary

@@ -1,0 +1,160 @@
+"""E-stop and safe modes over real DDS, the node set in separate processes: policy_node's ~/estop (latched topic and
+SetBool service) puts the robot in its safe mode within a few control periods and keeps it there until released;
+`hold` holds the default pose, `damp` (kp = 0) lets a legged robot sink; sim_bridge_node, standing in for
+ros2_control, applies the safe mode itself when joint_commands stop for longer than its cmd_timeout."""
+
+import time
+
+import pytest
+from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
+from std_msgs.msg import Bool, Float64MultiArray, String
+from std_srvs.srv import SetBool
+
+from benchmarks.edge_policies import export_random_policy
+from ros_nodes import qos
+from tests.campaign_helpers import export_rover_policy
+from tests.ros_helpers import node_process, probe_node, spin_until
+
+REAL_TIME = "lockstep:=false"
+
+
+class Robot:
+    """What the probe hears of the robot: odometry, the commands going to the actuators, policy_node's safe mode."""
+
+    def __init__(self, node):
+        self.vx, self.z, self.modes, self.commands = 0.0, None, [], 0
+        node.create_subscription(Odometry, "/odom", self._on_odom, qos.SENSOR)
+        node.create_subscription(String, "/safe_mode", lambda m: self.modes.append((time.monotonic(), m.data)), 10)
+        node.create_subscription(Float64MultiArray, "/joint_commands", lambda m: self._on_command(), 10)
+        self.cmd = node.create_publisher(Twist, "/cmd_vel", qos.COMMAND)
+        self.estop = node.create_publisher(Bool, "/policy_node/estop", qos.LATCHED)
+        self.service = node.create_client(SetBool, "/policy_node/estop")
+
+    def _on_odom(self, msg):
+        self.vx, self.z = msg.twist.twist.linear.x, msg.pose.pose.position.z
+
+    def _on_command(self):
+        self.commands += 1
+
+    def drive(self, ex, vx: float, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            msg = Twist()
+            msg.linear.x = vx
+            self.cmd.publish(msg)
+            spin_until(ex, lambda: False, 0.05)
+
+
+def test_estop_holds_the_rover_until_released(tmp_path):
+    artifact = export_rover_policy(tmp_path / "policy")
+    with (
+        node_process("ros_nodes.sim_bridge_node", "robot:=rover", REAL_TIME) as bridge,
+        node_process("ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true") as policy,
+        probe_node() as (node, ex),
+    ):
+        robot = Robot(node)
+        assert spin_until(ex, lambda: robot.commands > 10, 30), policy.output
+        robot.drive(ex, 0.5, 2.0)
+        assert robot.vx > 0.3, (robot.vx, policy.output)
+
+        engaged = time.monotonic()
+        robot.estop.publish(Bool(data=True))
+        assert spin_until(ex, lambda: any(m == "hold" for _, m in robot.modes), 5), policy.output
+        assert next(t for t, m in robot.modes if m == "hold") - engaged < 0.25  # at once (DDS and a loaded CPU)
+        robot.drive(ex, 0.5, 1.5)  # still commanded forward: the e-stop wins
+        assert abs(robot.vx) < 0.05, robot.vx
+        assert "e-stop engaged" in policy.output and policy.poll() is None
+
+        assert spin_until(ex, robot.service.service_is_ready, 10)
+        future = robot.service.call_async(SetBool.Request(data=False))
+        assert spin_until(ex, future.done, 5) and future.result().success
+        robot.drive(ex, 0.5, 2.0)
+        assert robot.vx > 0.3 and robot.modes[-1][1] == "", robot.modes  # control back after the release
+        assert bridge.poll() is None
+
+
+@pytest.mark.parametrize("mode", ["hold", "damp"])
+def test_quadruped_safe_mode_holds_its_stance_or_sinks(tmp_path, mode):
+    """An e-stop engaged before the policy runs: the quadruped never gets a policy action. hold keeps the stance at
+    full gains; damp (kp = 0, kd kept) lets the base sink slowly instead of snapping anywhere."""
+    artifact = tmp_path / "policy"
+    export_random_policy("quadruped", artifact)
+    with probe_node() as (node, ex):
+        robot = Robot(node)
+        robot.estop.publish(Bool(data=True))  # latched: policy_node hears it when it starts
+        with (
+            node_process("ros_nodes.sim_bridge_node", "robot:=quadruped", REAL_TIME) as bridge,
+            node_process(
+                "ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true", f"safe_mode:={mode}"
+            ) as policy,
+        ):
+            assert spin_until(ex, lambda: robot.z is not None and robot.commands > 5, 30), policy.output
+            start = robot.z
+            spin_until(ex, lambda: False, 2.5)
+            assert robot.modes and robot.modes[-1][1] == mode, robot.modes
+            assert f"safe mode {mode} (policy_node)" in bridge.output
+            if mode == "hold":
+                assert robot.z > 0.9 * start, (start, robot.z)
+            else:
+                assert robot.z < start - 0.03, (start, robot.z)
+
+
+def test_bridge_applies_the_safe_mode_when_commands_stop(tmp_path):
+    """ros2_control's cmd_timeout: policy_node killed mid-run (SIGKILL), the bridge holds within its timeout; a
+    new policy_node takes over and the rover tracks again."""
+    import signal
+
+    artifact = export_rover_policy(tmp_path / "policy")
+    with (
+        node_process("ros_nodes.sim_bridge_node", "robot:=rover", REAL_TIME, "cmd_timeout_s:=0.3") as bridge,
+        probe_node() as (node, ex),
+    ):
+        robot = Robot(node)
+        with node_process("ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true") as policy:
+            assert spin_until(ex, lambda: robot.commands > 10, 30), policy.output
+            robot.drive(ex, 0.5, 2.0)
+            assert robot.vx > 0.3
+            policy.send_signal(signal.SIGKILL)
+            policy.wait()
+            killed = time.monotonic()
+            assert spin_until(ex, lambda: "safe mode hold (cmd_timeout)" in bridge.output, 5), bridge.output
+            assert time.monotonic() - killed < 1.5
+            robot.drive(ex, 0.5, 1.0)
+            assert abs(robot.vx) < 0.05, robot.vx  # stopped, though /cmd_vel still says forward
+        with node_process("ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true") as policy:
+            assert spin_until(ex, lambda: "safe mode left" in bridge.output, 30), bridge.output
+            robot.drive(ex, 0.5, 2.0)
+            assert robot.vx > 0.3, robot.vx
+
+
+def test_robot_stops_when_instruction_node_dies_mid_plan(tmp_path):
+    """instruction_node killed (SIGKILL) while a plan drives the rover: policy_node's cmd_vel timeout stops it."""
+    import signal
+
+    from std_msgs.msg import String as Text
+
+    from tests.rlhf_helpers import minimal_run
+
+    artifact = export_rover_policy(tmp_path / "policy")
+    model = minimal_run()["onnx_dir"]
+    with (
+        node_process("ros_nodes.sim_bridge_node", "robot:=rover", REAL_TIME),
+        node_process("ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true", "cmd_timeout_s:=0.5"),
+        node_process("ros_nodes.instruction_node", f"model:={model}", f"artifact:={artifact}") as instruct,
+        probe_node() as (node, ex),
+    ):
+        robot = Robot(node)
+        instruction = node.create_publisher(Text, "/instruction", qos.COMMAND)
+        assert instruct.wait_for_output("ready", timeout=60), instruct.output
+        assert spin_until(ex, lambda: robot.commands > 10, 30)
+        for _ in range(20):  # until discovery has matched the publisher
+            instruction.publish(Text(data="drive forward 5 meters"))
+            if spin_until(ex, lambda: robot.vx > 0.3, 0.5):
+                break
+        assert robot.vx > 0.3, (robot.vx, instruct.output)
+        instruct.send_signal(signal.SIGKILL)
+        instruct.wait()
+        killed = time.monotonic()
+        assert spin_until(ex, lambda: abs(robot.vx) < 0.05, 5), robot.vx
+        assert time.monotonic() - killed < 0.5 + 1.0  # the cmd_vel timeout, then the rover's braking
