@@ -34,7 +34,7 @@ from edge.observation import rotate_world_to_base
 from ros_nodes import qos
 from ros_nodes.params import describe
 from sim.errors import SimError
-from sim.randomization import RandomizationConfig, fixed_params
+from sim.randomization import PhysicsParams, RandomizationConfig, fixed_params
 from sim.twin import BatchedTwin
 
 
@@ -149,13 +149,16 @@ class SimBridge(Node):
         if mode not in ("", *SAFE_MODES) or mode == self.mode:
             return
         self.mode, self._timed_out = mode, why == "cmd_timeout"
-        params = self.field_params
-        if mode == "damp":
-            params = dataclasses.replace(params, kp_scale=np.zeros_like(params.kp_scale))
-        self.twin.set_params(params)
+        self.twin.set_params(self._params())
         if mode == "hold":
             self.action = np.tile(self.twin.safe_action(), (1, 1))
         self.get_logger().warn(f"safe mode {mode} ({why})" if mode else f"safe mode left ({why})")
+
+    def _params(self) -> PhysicsParams:
+        """The field twin's physics, with kp = 0 while damping."""
+        if self.mode == "damp":
+            return dataclasses.replace(self.field_params, kp_scale=np.zeros_like(self.field_params.kp_scale))
+        return self.field_params
 
     def _step_real_time(self) -> None:
         if not self.mode and time.monotonic() - self._last_command_wall > self.cmd_timeout_s:
@@ -170,6 +173,7 @@ class SimBridge(Node):
         if terminated[0]:
             self.falls += 1
             self.get_logger().warn(f"robot fell (fall {self.falls}); twin reset to its start pose")
+            self.twin.set_params(self._params())  # a reset draws the twin's nominal physics: the field's stay
         self.sim_time_ns += self.dt_ns
         self._publish()
 
