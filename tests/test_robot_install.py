@@ -15,7 +15,9 @@ from sim2real.sil import run_sil
 from training.retrain.ingest import mcap_files, read_field_log
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "ray", "mujoco", "transformers", "vllm", "sim", "training", "sim2real")
+# the training side's packages: the robot footprint does not even install them (our own sim, training and sim2real
+# ship in the same wheel but cannot import without them; lint-imports keeps the robot nodes off them)
+HEAVY = ("torch", "ray", "mujoco", "transformers", "vllm", "rsl_rl")
 
 
 def _ros_wheels() -> list[str]:
