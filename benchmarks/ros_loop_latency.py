@@ -189,6 +189,7 @@ def main() -> None:
             "stale_periods:=100",
             "-p",
             "allow_unvalidated:=true",
+            "allow_unsigned:=true",
         ]
 
         echo = start(["-m", "benchmarks.ros_loop_latency", "--echo-node", "one"])

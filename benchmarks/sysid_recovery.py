@@ -54,7 +54,14 @@ def field_run(artifact: Path, seconds: float, logs: Path, validated: bool = True
     from training.retrain.drift import field_kpis
     from training.retrain.ingest import mcap_files, read_field_log
 
-    run_sil(str(artifact), seconds, field_twin=str(FIELD_TWIN), record=str(logs), allow_unvalidated=not validated)
+    run_sil(
+        str(artifact),
+        seconds,
+        field_twin=str(FIELD_TWIN),
+        record=str(logs),
+        allow_unvalidated=not validated,
+        allow_unsigned=True,
+    )
     spec = load_robot(load_manifest(artifact).robot["name"])
     kpis, episodes = field_kpis([read_field_log(f, list(spec.joints)) for f in mcap_files(logs)], robot_limits(spec))
     return {**kpis, "episodes": episodes}

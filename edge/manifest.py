@@ -27,6 +27,7 @@ SCHEMA_VERSION = 1
 SAFE_MODES = ("hold", "damp")
 MANIFEST_FILE = "manifest.json"
 ONNX_FILE = "policy.onnx"
+SIGNATURE_FILE = "signature"  # ed25519 over manifest.json (edge.signing), once promoted
 INPUT_NAME = "obs"
 OUTPUT_NAME = "actions"
 
@@ -289,4 +290,6 @@ def record_verdict(artifact_dir: str | Path, verdict: Mapping | None) -> Manifes
     """Store a validation campaign's verdict in the artifact's manifest (None clears it)."""
     manifest = load_manifest(artifact_dir).with_verdict(verdict)
     write_manifest(artifact_dir, manifest)
+    # a signature over the manifest as it was no longer holds: gone, so nobody mistakes it for a stale promotion
+    (Path(artifact_dir) / SIGNATURE_FILE).unlink(missing_ok=True)
     return manifest

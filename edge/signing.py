@@ -18,9 +18,8 @@ from pathlib import Path
 
 from edge.errors import ArtifactError, EdgeError
 from edge.fileio import atomic_write_bytes, sha256_bytes
-from edge.manifest import MANIFEST_FILE
+from edge.manifest import MANIFEST_FILE, SIGNATURE_FILE
 
-SIGNATURE_FILE = "signature"
 SCHEMA_VERSION = 1
 DOMAIN = b"sim2real-artifact-signature-v1\n"  # a signature over a manifest is never valid for anything else
 DEFAULT_KEY_DIR = Path(os.environ.get("SIM2REAL_KEY_DIR", Path.home() / ".config" / "sim2real" / "keys"))
@@ -147,11 +146,19 @@ def verify_artifact(artifact_dir: str | Path, trusted: Mapping[str, object]) -> 
     return kid
 
 
+def trusted_key_paths(spec: str) -> list[str]:
+    """A parameter's comma-separated public key files or directories as a list ("" -> none)."""
+    return [p.strip() for p in spec.split(",") if p.strip()]
+
+
 def require_signed(artifact_dir: str | Path, trusted_keys: Iterable[str | Path], allow_unsigned: bool = False) -> str:
     """Verify the artifact against the trusted public keys; return a one-line status for logs and diagnostics.
     With allow_unsigned (development only) a missing or bad signature is reported, not refused: the status then
     starts with WARN and the caller logs it as a warning."""
     try:
+        trusted_keys = list(trusted_keys)
+        if not trusted_keys:
+            raise SignatureError(f"refusing artifact {artifact_dir}: no trusted public keys given to verify it against")
         kid = verify_artifact(artifact_dir, load_public_keys(trusted_keys))
     except (SignatureError, SigningKeyError) as e:
         if allow_unsigned:

@@ -24,8 +24,9 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool, String
 from std_srvs.srv import SetBool
 
-from edge.errors import ArtifactError, BackendUnavailable
+from edge.errors import EdgeError
 from edge.runtime import load_policy
+from edge.signing import require_signed, trusted_key_paths
 from edge.validation import require_validated
 from ros_nodes import qos
 from ros_nodes.controller import PolicyController
@@ -59,11 +60,14 @@ class PolicyNode(Node):
             self.get_logger().error(p.problem())
             return TransitionCallbackReturn.FAILURE
         try:
+            # the signature first: nothing of an artifact nobody trusted is read further
+            signature = require_signed(p.artifact, trusted_key_paths(p.trusted_keys), p.allow_unsigned)
             policy = load_policy(p.artifact, p.backend)
             validation = require_validated(policy.manifest, p.allow_unvalidated, p.artifact)
-        except (ArtifactError, BackendUnavailable, ValueError, OSError) as e:
+        except (EdgeError, ValueError, OSError) as e:
             self.get_logger().error(f"cannot load artifact {p.artifact!r}: {e}")
             return TransitionCallbackReturn.FAILURE
+        (self.get_logger().warn if signature.startswith("WARN") else self.get_logger().info)(signature)
         (self.get_logger().warn if validation.startswith("UNVALIDATED") else self.get_logger().info)(validation)
         m = policy.manifest
         self.period = 1.0 / p.rate_hz if p.rate_hz > 0 else m.control_period

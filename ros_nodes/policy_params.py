@@ -27,6 +27,13 @@ class PolicyParams:
     max_wz: float = parameter(0.0, "|wz| command limit (rad/s); 0 = the manifest's", low=0, high=20)
     output_type: str = parameter("float64_array", "float64_array (forward_command_controller) or joint_trajectory")
     allow_unvalidated: bool = parameter(False, "run an artifact without a passing campaign verdict (development only)")
+    trusted_keys: str = parameter(
+        "/etc/sim2real/trusted_keys",
+        "comma-separated public keys (PEM files, or directories of *.pub) artifacts are verified against",
+    )
+    allow_unsigned: bool = parameter(
+        False, "run an unsigned or wrongly signed artifact, with a WARN (development only)"
+    )
     safe_mode: str = parameter("", "on a fault or an e-stop: hold or damp; '' = the manifest's (the robot YAML's)")
     trigger: str = parameter(
         "timer",

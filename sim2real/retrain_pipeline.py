@@ -54,6 +54,7 @@ class RetrainResult:
     campaigns: dict = field(default_factory=dict)  # campaign name -> CampaignCheck.to_dict() + report paths
     promoted: bool = False
     promotion_reason: str = ""
+    signed_by: str | None = None  # id of the key that signed the promoted artifact
     lineage_id: int | None = None  # the retraining's id in the registry
     lineage: list[dict] = field(default_factory=list)  # [{kind, ref, detail}] logs -> ... -> campaign report
     timings: dict = field(default_factory=dict)  # stage -> seconds
@@ -82,6 +83,7 @@ class RetrainRun:
     reg: Registry
     retrain_id: int
     say: Callable[[str], None]
+    signing_key: Path | None = None  # promotion signs the new artifact with it (edge.signing)
 
     @property
     def parent_sha(self) -> str:
@@ -103,6 +105,7 @@ def retrain(
     show_progress: bool = False,
     log: Callable[[str], None] | None = None,
     seed: int = 0,
+    signing_key: Path | None = None,
 ) -> RetrainResult:
     """Decide from the field logs (a file, a directory of them, or a list of files) whether the deployed artifact
     needs retraining; if so (or with force) identify the twin, fine-tune, validate and promote.
@@ -110,7 +113,7 @@ def retrain(
     `registry`: the lineage registry (default runs/registry.sqlite). `retrain_id`: continue this registry entry
     (watch mode claims the logs first); otherwise the entry of out_dir is reused, or a new one made.
     `progress`: the retraining's fraction done and a note. `log`: receives one human-readable line per finished
-    stage. `show_progress`: the PPO progress bar.
+    stage. `show_progress`: the PPO progress bar. `signing_key`: promotion signs the new artifact with it.
     """
     from edge.manifest import load_manifest
     from sim.robot import load_robot
@@ -139,7 +142,19 @@ def retrain(
         if retrain_id is None:
             retrain_id = reg.begin(out_dir, parent_sha)
         inputs = RetrainRun(
-            files, artifact, manifest, spec, cfg, trigger, force, seed, show_progress, reg, retrain_id, log or _quiet
+            files,
+            artifact,
+            manifest,
+            spec,
+            cfg,
+            trigger,
+            force,
+            seed,
+            show_progress,
+            reg,
+            retrain_id,
+            log or _quiet,
+            None if signing_key is None else Path(signing_key),
         )
         record = {"logs": [str(f) for f in files], "artifact": str(artifact), "budget": plan.name, "force": force}
         # the retraining budget's sizes, by the stage that reads them
@@ -182,6 +197,7 @@ def _result(run: Run, retrain_id: int) -> RetrainResult:
     result.training_run, result.new_artifact = tuned["run_dir"], Path(tuned["artifact"])
     result.campaigns = {c["name"]: c for c in campaigns["checks"]}
     result.promoted, result.promotion_reason = promotion["promoted"], promotion["reason"]
+    result.signed_by = promotion.get("signed_by")
     return result
 
 
@@ -428,7 +444,12 @@ def _promote(ctx: StageContext) -> dict:
         verdict = write_verdict(
             new, summary, load_campaign(standard["campaign_file"]), Path(standard["summary"]).parent
         )
-    return {"promoted": promoted, "reason": reason, "verdict": verdict}
+    signed_by = None
+    if promoted and ctx.config.signing_key is not None:
+        from edge.signing import sign_artifact
+
+        signed_by = sign_artifact(new, ctx.config.signing_key)
+    return {"promoted": promoted, "reason": reason, "verdict": verdict, "signed_by": signed_by}
 
 
 def _promoted(ctx: StageContext, promotion: dict) -> None:
@@ -436,7 +457,12 @@ def _promoted(ctx: StageContext, promotion: dict) -> None:
     if promotion["promoted"]:
         run.reg.mark_deployed(ctx.results["finetune"]["sha256"], run.spec.name)
     run.say(("promoted: " if promotion["promoted"] else "not promoted: ") + promotion["reason"])
-    run.reg.record(run.retrain_id, promoted=int(promotion["promoted"]), promotion_reason=promotion["reason"])
+    run.reg.record(
+        run.retrain_id,
+        promoted=int(promotion["promoted"]),
+        promotion_reason=promotion["reason"],
+        signed_by=promotion.get("signed_by"),
+    )
 
 
 PIPELINE = Pipeline(
@@ -485,7 +511,9 @@ def lineage_steps(reg: Registry, result: RetrainResult) -> list[dict]:
             {
                 "kind": "artifact",
                 "ref": str(result.new_artifact),
-                "detail": f"sha256 {row.get('sha256', '')[:12]}" + (", deployed" if row.get("deployed") else ""),
+                "detail": f"sha256 {row.get('sha256', '')[:12]}"
+                + (f", signed by key {result.signed_by}" if result.signed_by else "")
+                + (", deployed" if row.get("deployed") else ""),
             }
         )
     for c in result.campaigns.values():

@@ -30,7 +30,13 @@ def test_two_robots_in_two_namespaces_do_not_cross_talk(tmp_path):
         for ns in ROBOTS:
             procs += [
                 start("ros_nodes.sim_bridge_node", ns, "robot:=rover"),
-                start("ros_nodes.policy_node", ns, f"artifact:={artifact}", "allow_unvalidated:=true"),
+                start(
+                    "ros_nodes.policy_node",
+                    ns,
+                    f"artifact:={artifact}",
+                    "allow_unvalidated:=true",
+                    "allow_unsigned:=true",
+                ),
                 start("ros_nodes.field_recorder", ns, f"output_dir:={tmp_path / ns}"),
             ]
         with probe_node() as (node, ex):

@@ -20,6 +20,7 @@ from tests.ros_helpers import node_process, probe_node, ros_env, spin_until
 
 PERIOD = 0.02  # the rover's control period (50 Hz)
 ALLOW = "allow_unvalidated:=true"  # the random test policies have no campaign verdict
+UNSIGNED = "allow_unsigned:=true"  # nor a signature
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ def test_per_message_gravity_is_the_twins():
 
 def test_stale_joint_states_hold_the_safe_pose_and_recover(rover_artifact):
     with (
-        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", ALLOW) as proc,
+        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", ALLOW, UNSIGNED) as proc,
         probe_node() as (node, ex),
     ):
         rover = FakeRover(node)
@@ -125,7 +126,7 @@ def test_stale_joint_states_hold_the_safe_pose_and_recover(rover_artifact):
 
 def test_nan_imu_is_an_error_with_safe_pose_and_no_crash(rover_artifact):
     with (
-        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", ALLOW) as proc,
+        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", ALLOW, UNSIGNED) as proc,
         probe_node() as (node, ex),
     ):
         rover = FakeRover(node)
@@ -150,7 +151,12 @@ def test_joint_states_trigger_waits_for_the_inputs_of_the_same_instant(rover_art
     on the previous ones, which the executor may still hold when /joint_states is served first."""
     with (
         node_process(
-            "ros_nodes.policy_node", f"artifact:={rover_artifact}", ALLOW, "trigger:=joint_states", "stale_periods:=100"
+            "ros_nodes.policy_node",
+            f"artifact:={rover_artifact}",
+            ALLOW,
+            UNSIGNED,
+            "trigger:=joint_states",
+            "stale_periods:=100",
         ) as proc,  # a 2 s watchdog stays out of the way
         probe_node() as (node, ex),
     ):
@@ -199,9 +205,7 @@ def _lifecycle(node, ex):
 
 def test_lifecycle_transitions(rover_artifact):
     with (
-        node_process(
-            "ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false", "allow_unvalidated:=true"
-        ),
+        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false", ALLOW, UNSIGNED),
         probe_node() as (node, ex),
     ):
         rover = FakeRover(node)
@@ -223,7 +227,7 @@ def test_lifecycle_transitions(rover_artifact):
 def test_invalid_transition_is_refused_and_the_node_stays_up(rover_artifact):
     with (
         node_process(
-            "ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false", "allow_unvalidated:=true"
+            "ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false", ALLOW, UNSIGNED
         ) as proc,
         probe_node() as (node, ex),
     ):
@@ -249,9 +253,7 @@ def test_bad_artifact_fails_configure_and_the_node_stays_up(rover_artifact, tmp_
     onnx[len(onnx) // 2] ^= 0xFF
     (bad / "policy.onnx").write_bytes(bytes(onnx))
     with (
-        node_process(
-            "ros_nodes.policy_node", f"artifact:={bad}", "autostart:=false", "allow_unvalidated:=true"
-        ) as proc,
+        node_process("ros_nodes.policy_node", f"artifact:={bad}", "autostart:=false", ALLOW, UNSIGNED) as proc,
         probe_node() as (node, ex),
     ):
         transition, state = _lifecycle(node, ex)
@@ -266,7 +268,7 @@ def test_policy_node_footprint_has_no_torch_ray_or_mujoco(rover_artifact):
         "import sys, rclpy\n"
         "from ros_nodes.policy_node import PolicyNode\n"
         f"rclpy.init(args=['--ros-args', '-p', 'artifact:={rover_artifact}', '-p', 'backend:=onnxruntime', "
-        "'-p', 'allow_unvalidated:=true'])\n"
+        "'-p', 'allow_unvalidated:=true', '-p', 'allow_unsigned:=true'])\n"
         "node = PolicyNode()\n"
         "assert node.trigger_configure().name == 'SUCCESS'\n"
         "node.trigger_activate()\n"
@@ -279,7 +281,7 @@ def test_policy_node_footprint_has_no_torch_ray_or_mujoco(rover_artifact):
 
 def test_unvalidated_artifact_is_refused_unless_allowed(rover_artifact):
     with (
-        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false") as proc,
+        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false", UNSIGNED) as proc,
         probe_node() as (node, ex),
     ):
         transition, state = _lifecycle(node, ex)

@@ -71,6 +71,7 @@ def test_installed_robot_nodes_drive_the_twin_over_dds(robot_python, trained_rov
         record=str(logs),
         backend="onnxruntime",
         allow_unvalidated=True,
+        allow_unsigned=True,
         instructions=script,
         instruction_model=minimal_run()["onnx_dir"],
         robot_python=str(robot_python),

@@ -58,7 +58,9 @@ def test_estop_holds_the_rover_until_released(tmp_path):
     artifact = export_rover_policy(tmp_path / "policy")
     with (
         node_process("ros_nodes.sim_bridge_node", "robot:=rover", REAL_TIME) as bridge,
-        node_process("ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true") as policy,
+        node_process(
+            "ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true", "allow_unsigned:=true"
+        ) as policy,
         probe_node() as (node, ex),
     ):
         robot = Robot(node)
@@ -93,7 +95,11 @@ def test_quadruped_safe_mode_holds_its_stance_or_sinks(tmp_path, mode):
         with (
             node_process("ros_nodes.sim_bridge_node", "robot:=quadruped", REAL_TIME) as bridge,
             node_process(
-                "ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true", f"safe_mode:={mode}"
+                "ros_nodes.policy_node",
+                f"artifact:={artifact}",
+                "allow_unvalidated:=true",
+                "allow_unsigned:=true",
+                f"safe_mode:={mode}",
             ) as policy,
         ):
             assert spin_until(ex, lambda: robot.z is not None and robot.commands > 5, 30), policy.output
@@ -119,7 +125,9 @@ def test_bridge_applies_the_safe_mode_when_commands_stop(tmp_path):
         probe_node() as (node, ex),
     ):
         robot = Robot(node)
-        with node_process("ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true") as policy:
+        with node_process(
+            "ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true", "allow_unsigned:=true"
+        ) as policy:
             assert spin_until(ex, lambda: robot.commands > 10, 30), policy.output
             assert robot.drive(ex, 0.5, 10.0, until=lambda: robot.vx > 0.3), robot.vx
             policy.send_signal(signal.SIGKILL)
@@ -129,7 +137,9 @@ def test_bridge_applies_the_safe_mode_when_commands_stop(tmp_path):
             assert time.monotonic() - killed < 1.5
             robot.drive(ex, 0.5, 1.0)
             assert abs(robot.vx) < 0.05, robot.vx  # stopped, though /cmd_vel still says forward
-        with node_process("ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true") as policy:
+        with node_process(
+            "ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true", "allow_unsigned:=true"
+        ) as policy:
             assert spin_until(ex, lambda: "safe mode left" in bridge.output, 30), bridge.output
             assert robot.drive(ex, 0.5, 10.0, until=lambda: robot.vx > 0.3), robot.vx
 
@@ -146,7 +156,13 @@ def test_robot_stops_when_instruction_node_dies_mid_plan(tmp_path):
     model = minimal_run()["onnx_dir"]
     with (
         node_process("ros_nodes.sim_bridge_node", "robot:=rover", REAL_TIME),
-        node_process("ros_nodes.policy_node", f"artifact:={artifact}", "allow_unvalidated:=true", "cmd_timeout_s:=0.5"),
+        node_process(
+            "ros_nodes.policy_node",
+            f"artifact:={artifact}",
+            "allow_unvalidated:=true",
+            "allow_unsigned:=true",
+            "cmd_timeout_s:=0.5",
+        ),
         node_process("ros_nodes.instruction_node", f"model:={model}", f"artifact:={artifact}") as instruct,
         probe_node() as (node, ex),
     ):

@@ -100,3 +100,27 @@ def test_keys_cli_round_trip(tmp_path):
     (artifact / MANIFEST_FILE).write_text((artifact / MANIFEST_FILE).read_text().replace('"rover"', '"rovers"', 1))
     bad = cli("verify", str(artifact), "--trusted", str(signing.public_path(key)))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "does not match" in bad.stderr
+
+
+def test_a_new_verdict_drops_the_signature_of_the_old_manifest(signed):
+    from edge.manifest import record_verdict
+
+    record_verdict(signed, None)  # the manifest changed: the signature over it no longer holds
+    assert not (signed / signing.SIGNATURE_FILE).exists()
+
+
+def test_policy_node_refuses_unsigned_and_runs_signed_artifacts(tmp_path, keys, signed):
+    """policy_node over DDS: by default an unsigned artifact fails configure with one line; one signed by a trusted
+    key is loaded; allow_unsigned runs the unsigned one with a WARN."""
+    from tests.ros_helpers import node_process
+
+    unsigned = export_rover_policy(tmp_path / "unsigned")
+    cases = [
+        ((f"artifact:={unsigned}", f"trusted_keys:={keys[1]}"), "it is not signed"),
+        ((f"artifact:={signed}", f"trusted_keys:={keys[1]}"), f"signed by trusted key {keys[2]}"),
+        ((f"artifact:={unsigned}", f"trusted_keys:={keys[1]}", "allow_unsigned:=true"), "WARN unsigned artifact"),
+    ]
+    for params, expect in cases:
+        with node_process("ros_nodes.policy_node", *params, "allow_unvalidated:=true") as proc:
+            assert proc.wait_for_output(expect, timeout=30), proc.output
+            assert proc.poll() is None  # a refused artifact leaves the node up, unconfigured

@@ -57,7 +57,13 @@ def test_trained_policy_tracks_a_cmd_vel_step_over_ros_as_in_the_twin(trained_ro
     script.write_text(yaml.safe_dump(STEP_SCRIPT))
     logs = tmp_path / "logs"
     sil = run_sil(
-        str(trained_rover), DURATION, commands=script, record=str(logs), backend="onnxruntime", allow_unvalidated=True
+        str(trained_rover),
+        DURATION,
+        commands=script,
+        record=str(logs),
+        backend="onnxruntime",
+        allow_unvalidated=True,
+        allow_unsigned=True,
     )
     twin = twin_tracking(trained_rover, load_commands(script), DURATION)
 
@@ -100,6 +106,7 @@ def test_instruction_script_drives_the_robot_through_instruction_node(trained_ro
         record=str(logs),
         backend="onnxruntime",
         allow_unvalidated=True,
+        allow_unsigned=True,
         instructions=script,
         instruction_model=minimal_run()["onnx_dir"],
     )

@@ -101,11 +101,13 @@ def run_campaign(
     fresh: bool = False,
     compare_to: str | Path | None = None,
     promote_verdict: bool = True,
+    signing_key: str | Path | None = None,
     progress: Progress | None = None,
 ) -> CampaignOutcome:
     """Run (or resume) `cfg` on the artifact in `artifact_dir`, writing results.jsonl, traces/, summary.json and
     report.html to `out_dir`; `compare_to` runs the same campaign on a second artifact (results in
-    out_dir/compare/<sha>) and adds per-scenario deltas."""
+    out_dir/compare/<sha>) and adds per-scenario deltas. A passing verdict is signed with `signing_key` (promotion:
+    edge.signing) when one is given."""
     artifact_dir, out_dir = Path(artifact_dir), Path(out_dir)
     started, t0 = _now(), time.perf_counter()
     files = ArtifactFiles.read(artifact_dir)  # refuses a tampered artifact before anything runs
@@ -147,6 +149,10 @@ def run_campaign(
         verdict = make_verdict(summary, cfg.sim_sha256(), sha256_bytes(report), sha256_bytes(summary_bytes))
         # a failing verdict replaces a passing one too: the artifact is not promoted until it passes again
         record_verdict(artifact_dir, verdict)
+        if verdict["passed"] and signing_key is not None:
+            from edge.signing import sign_artifact
+
+            verdict = {**verdict, "signed_by": sign_artifact(artifact_dir, signing_key)}
     return CampaignOutcome(summary, out_dir, verdict, comparison, steps, seconds)
 
 

@@ -48,6 +48,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0], help="policy backend (default %(default)s)")
     p.add_argument("--real-time", action="store_true", help="wall-clock pace instead of lockstep")
     p.add_argument("--allow-unvalidated", action="store_true", help="run an artifact no campaign has passed")
+    p.add_argument(
+        "--trusted-keys",
+        nargs="*",
+        default=[],
+        help="public keys (files or directories of *.pub) the artifact's signature must verify against",
+    )
+    p.add_argument("--allow-unsigned", action="store_true", help="run an unsigned artifact (development only; WARN)")
     p.add_argument("--json", default="", help="write the KPI summary to this file")
     p.add_argument(
         "--robot-python",
@@ -80,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
             args.instruction_backend,
             progress=lambda t: bar.update(task, completed=t),
             robot_python=args.robot_python or None,
+            trusted_keys=args.trusted_keys,
+            allow_unsigned=args.allow_unsigned,
         )
     table = Table(
         title=f"{summary['robot']}, {args.duration:g} s simulated",

@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare", metavar="OTHER_POLICY", help="also run OTHER_POLICY and report per-scenario deltas")
     p.add_argument("--fresh", action="store_true", help="discard results in --out instead of resuming")
     p.add_argument("--no-promote", action="store_true", help="do not write the verdict into the manifest")
+    p.add_argument(
+        "--sign-key", default="", help="sign a passing verdict with this ed25519 key (sim2real keys init): promotion"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
                 fresh=args.fresh,
                 compare_to=args.compare,
                 promote_verdict=not args.no_promote,
+                signing_key=args.sign_key or None,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
         except (ArtifactError, ImportError) as e:  # a refused artifact; a backend or Ray that is not installed

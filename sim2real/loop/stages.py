@@ -88,6 +88,17 @@ def registry_path(ctx: StageContext) -> Path:
     return ctx.out / "registry.sqlite"
 
 
+def signing_key(ctx: StageContext) -> Path:
+    """The loop's own ed25519 key (made on first use in the run directory, mode 0600): promotion signs with it,
+    the deployed robot trusts its public half, as a fleet would trust the DGX's key."""
+    from edge.signing import generate_key
+
+    key = ctx.out / "keys" / "signing.key"
+    if not key.is_file():
+        generate_key(key)
+    return key
+
+
 def export(ctx: StageContext) -> StageResult:
     from edge.manifest import load_manifest
     from training.ppo.export_hook import export_run
@@ -108,11 +119,17 @@ def export(ctx: StageContext) -> StageResult:
 
 # ------------------------------------------------------------------------------------------------- 3 validate
 def validate(ctx: StageContext) -> StageResult:
-    outcome = run_gate(data(ctx, "export")["artifact"], ctx.settings["campaign"], ctx.out / "validation", ctx.progress)
+    outcome = run_gate(
+        data(ctx, "export")["artifact"],
+        ctx.settings["campaign"],
+        ctx.out / "validation",
+        ctx.progress,
+        signing_key(ctx),
+    )
     return _campaign_result(outcome)
 
 
-def run_gate(artifact: str, campaign: str, out: Path, progress: Progress):
+def run_gate(artifact: str, campaign: str, out: Path, progress: Progress, key: Path | None = None):
     from sim.campaign.config import load_campaign
     from sim.campaign.runner import run_campaign
 
@@ -120,6 +137,7 @@ def run_gate(artifact: str, campaign: str, out: Path, progress: Progress):
         artifact,
         load_campaign(campaign),
         out,
+        signing_key=key,
         progress=lambda done, total: progress(done / max(total, 1), f"{done}/{total} episodes"),
     )
 
@@ -189,6 +207,7 @@ def _field_run(
     """`seconds` of the artifact on the hidden-parameter field twin over real ROS 2, recorded to MCAP: the
     operator's driving script, or with `instructions` (a model directory) instruction_node running the instruction
     script."""
+    from edge.signing import public_path
     from sim2real.sil import run_sil
 
     cfg = ctx.config
@@ -202,6 +221,7 @@ def _field_run(
         instruction_model=instructions,
         instruction_backend=cfg.instruction_backend,
         progress=lambda t: ctx.progress(t / seconds, f"{what}: {t:.1f}/{seconds:g} s simulated"),
+        trusted_keys=[public_path(signing_key(ctx))],  # the robot runs only what the loop's promotion signed
     )
 
 
@@ -272,6 +292,7 @@ def retrain(ctx: StageContext) -> StageResult:
         budget=ctx.settings["budget"],
         registry=registry_path(ctx),
         progress=ctx.progress,
+        signing_key=signing_key(ctx),
     ).to_dict()
     identified = ", ".join(f"{k} {v:.3g}" for k, v in r["identified"].items())
     verdict = "promoted" if r["promoted"] else f"not promoted ({r['promotion_reason']})"

@@ -9,7 +9,8 @@ commands the policy was given.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -38,11 +39,14 @@ def run_sil(
     instruction_backend: str = "auto",
     progress: Callable[[float], None] | None = None,
     robot_python: str | None = None,
+    trusted_keys: Sequence[str | Path] = (),
+    allow_unsigned: bool = False,
 ) -> dict:
     """Run the node set for `duration` simulated seconds; return the KPI summary. With `instructions` (a script
     of {t_s, text}) instruction_node runs `instruction_model` and its /cmd_vel is both the policy's command and
     the reference the KPIs score against; without, the /cmd_vel script `commands` is. `robot_python` runs the
-    robot's nodes on the robot's own install (sim2real.sil.processes)."""
+    robot's nodes on the robot's own install (sim2real.sil.processes). The artifact must be signed by one of
+    `trusted_keys` (public key files or directories) unless `allow_unsigned` (development only, with a WARN)."""
     # rclpy only here, so that `sim2real --help` and the scripts and scoring import without ROS
     import rclpy
     from lifecycle_msgs.msg import Transition
@@ -50,6 +54,7 @@ def run_sil(
     from rclpy.parameter import Parameter
 
     from edge.manifest import load_manifest
+    from edge.signing import require_signed
     from edge.validation import require_validated
     from ros_nodes.lifecycle_client import LifecycleClient
     from sim.robot import load_robot
@@ -60,7 +65,11 @@ def run_sil(
     artifact, record = str(Path(artifact).resolve()), str(Path(record).resolve()) if record else ""
     field_twin = str(Path(field_twin).resolve()) if field_twin else ""
     instruction_model = str(Path(instruction_model).resolve()) if instruction_model else instruction_model
-    manifest = load_manifest(artifact)  # fails early, with the reason, on a bad artifact
+    trusted = [str(Path(k).resolve()) for k in trusted_keys]
+    signature = require_signed(artifact, trusted, allow_unsigned)  # fails early, with the reason
+    if signature.startswith("WARN"):
+        warnings.warn(signature, stacklevel=2)
+    manifest = load_manifest(artifact)
     require_validated(manifest, allow_unvalidated, artifact)
     robot = load_robot(manifest.robot["name"])
     if instructions:
@@ -85,6 +94,8 @@ def run_sil(
             "trigger": "joint_states" if lockstep else "timer",
             "autostart": "false",
             "allow_unvalidated": str(allow_unvalidated).lower(),
+            "trusted_keys": ",".join(trusted) or "''",
+            "allow_unsigned": str(allow_unsigned).lower(),
         },
     )
     if record:

@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS retrains (
     training_run TEXT,                   -- run directory of the fine-tuning
     new_sha256 TEXT,
     promoted INTEGER,
-    promotion_reason TEXT
+    promotion_reason TEXT,
+    signed_by TEXT                       -- id of the key that signed the promoted artifact (edge.signing)
 );
 CREATE TABLE IF NOT EXISTS logs (
     sha256 TEXT PRIMARY KEY,
@@ -90,6 +91,9 @@ class Registry:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.executescript(SCHEMA)  # CREATE ... IF NOT EXISTS: a no-op on an existing registry
+        columns = {row["name"] for row in self.db.execute("PRAGMA table_info(retrains)")}
+        if "signed_by" not in columns:  # a registry from before signatures
+            self.db.execute("ALTER TABLE retrains ADD COLUMN signed_by TEXT")
 
     def close(self) -> None:
         self.db.close()
