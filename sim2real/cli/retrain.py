@@ -43,6 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debounce", type=float, default=2.0, help="watch: seconds without new logs before a batch")
     p.add_argument("--exit-when-idle", type=float, metavar="S", help="watch: stop after S seconds with nothing new")
     p.add_argument("--json", metavar="FILE", help="write the result(s) as JSON")
+    p.add_argument("--sign-key", metavar="KEY", help="sign a promoted artifact with this ed25519 key (sim2real keys)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         "force": args.force,
         "config": Path(args.config or DEFAULT_CONFIG),
         "trigger": Path(args.trigger) if args.trigger else None,
+        "signing_key": Path(args.sign_key) if args.sign_key else None,
         "log": lambda line: console.print(f"[bold]retrain[/]: {line}", highlight=False),
     }
     with Progress(
