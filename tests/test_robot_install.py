@@ -4,6 +4,7 @@ or transformers). policy_node, instruction_node and field_recorder run from that
 from the development venv, over real DDS: a trained policy tracks an instruction's plan, and the MCAP log reads."""
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ def _ros_wheels() -> list[str]:
 def robot_python(tmp_path_factory) -> Path:
     """A fresh venv holding the built wheel with the robot extras: what `pip install edge[robot,instruct]` gives."""
     root = tmp_path_factory.mktemp("robot-install")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a checkout on the path would count as installed
     wheels = root / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
@@ -38,10 +40,13 @@ def robot_python(tmp_path_factory) -> Path:
     )
     wheel = next(wheels.glob("edge-*.whl"))
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
     python = venv / "bin" / "python"
     subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", f"{wheel}[robot,instruct]", *_ros_wheels()], check=True, cwd=root
+        [str(python), "-m", "pip", "install", "-q", f"{wheel}[robot,instruct]", *_ros_wheels()],
+        check=True,
+        cwd=root,
+        env=env,
     )
     return python
 
@@ -52,7 +57,8 @@ def test_the_robot_footprint_has_no_heavy_packages_and_finds_its_files(robot_pyt
         f"print(json.dumps([[m, importlib.util.find_spec(m) is not None] for m in {list(HEAVY)!r}]));"
         "print(r.config_path('ros', 'robot.yaml'))"
     )
-    out = subprocess.run([str(robot_python), "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the installed package, never a checkout
+    out = subprocess.run([str(robot_python), "-c", code], capture_output=True, text=True, check=True, cwd="/", env=env)
     found, config = out.stdout.strip().splitlines()
     assert [m for m, present in yaml.safe_load(found) if present] == []  # not even installed
     # configs come from the installed package's share directory, not a checkout
