@@ -11,12 +11,12 @@ import onnxruntime as ort
 from edge.artifact import check_io, read_artifact
 from edge.errors import ArtifactError, BackendUnavailable, ConfigError
 from edge.policy import Policy
+from edge.providers import providers_for
 from edge.tensorrt_runtime import TensorRTPolicy, tensorrt_unavailable_reason
 
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "tensorrt", "onnxruntime")
-_CUDA_EP = "CUDAExecutionProvider"
 
 
 class OnnxRuntimePolicy(Policy):
@@ -27,14 +27,9 @@ class OnnxRuntimePolicy(Policy):
     def __init__(
         self, artifact_dir: str | Path, *, device: str = "auto", intra_op_threads: int = 1, safety: bool = True
     ):
-        if device not in ("auto", "cpu", "cuda"):
-            raise ConfigError(f"device must be auto, cpu or cuda; got {device!r}")
+        providers = providers_for(device)
         manifest, onnx_bytes = read_artifact(artifact_dir)
         super().__init__(manifest, safety)
-        has_cuda = _CUDA_EP in ort.get_available_providers()
-        if device == "cuda" and not has_cuda:
-            raise BackendUnavailable("this onnxruntime has no CUDAExecutionProvider (needs onnxruntime-gpu and CUDA)")
-        use_cuda = has_cuda and device != "cpu"
         opts = ort.SessionOptions()
         # a batch-1 MLP is done in tens of microseconds: handing work to a thread pool costs more than it saves
         opts.intra_op_num_threads = intra_op_threads
@@ -43,9 +38,7 @@ class OnnxRuntimePolicy(Policy):
         opts.log_severity_level = 3
         source = str(Path(artifact_dir) / manifest.policy["file"])
         try:
-            self.session = ort.InferenceSession(
-                onnx_bytes, opts, providers=([_CUDA_EP] if use_cuda else []) + ["CPUExecutionProvider"]
-            )
+            self.session = ort.InferenceSession(onnx_bytes, opts, providers=providers)
         except Exception as e:  # onnxruntime's own exception types (InvalidProtobuf, Fail, ...) derive from Exception
             raise ArtifactError(f"{source}: ONNX Runtime cannot load it: {str(e).strip().splitlines()[0]}") from None
         self.providers = self.session.get_providers()

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
@@ -28,6 +28,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
+from ros_nodes.diagnostics import ERROR, OK, diagnostic_array
 from ros_nodes.qos import STATUS
 from ros_nodes.recovery import recover_partial_segments
 
@@ -163,13 +164,13 @@ class FieldRecorder(Node):
         self.counts[topic] += 1
 
     def _publish_diagnostics(self) -> None:
-        status = DiagnosticStatus(name=self.get_fully_qualified_name(), hardware_id="field_recorder")
-        status.level = DiagnosticStatus.ERROR if self.failure else DiagnosticStatus.OK
-        status.message = self.failure or f"recording {len(self._types)} of {len(self.topics)} topics"
-        status.values = [KeyValue(key=t, value=str(n)) for t, n in self.counts.items()]
-        msg = DiagnosticArray(status=[status])
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self.pub_diag.publish(msg)
+        level = ERROR if self.failure else OK
+        message = self.failure or f"recording {len(self._types)} of {len(self.topics)} topics"
+        counts = {t: str(n) for t, n in self.counts.items()}
+        stamp = self.get_clock().now().to_msg()
+        self.pub_diag.publish(
+            diagnostic_array(self.get_fully_qualified_name(), level, message, "field_recorder", counts, stamp)
+        )
 
     def close(self) -> None:
         try:

@@ -8,6 +8,7 @@ A target is a hypothesis strategy plus a check; `Tally` counts what each target 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import tempfile
@@ -215,17 +216,13 @@ def damaged_mcap(draw) -> bytes:
     return bytes(data)
 
 
-_MCAP: list[bytes] = []
-
-
+@functools.cache
 def _mcap_base() -> bytes:
-    if not _MCAP:
-        from tests.field_logs import write_log
+    from tests.field_logs import write_log
 
-        path = Path(tempfile.mkdtemp(prefix="fuzz-mcap-")) / "log.mcap"
-        write_log(path, [(1.0, 0.5, 0.0, 0.0), (1.0, 0.0, 0.0, 0.5)])
-        _MCAP.append(path.read_bytes())
-    return _MCAP[0]
+    path = Path(tempfile.mkdtemp(prefix="fuzz-mcap-")) / "log.mcap"
+    write_log(path, [(1.0, 0.5, 0.0, 0.0), (1.0, 0.0, 0.0, 0.5)])
+    return path.read_bytes()
 
 
 def check_mcap(data: bytes) -> None:
@@ -240,19 +237,15 @@ def check_mcap(data: bytes) -> None:
         assert log.damage or len(log.t) <= 100
 
 
-_CONTROLLER: list = []
-
-
+@functools.cache
 def _controller():
     """policy_node's control step (ros_nodes.controller) on a real rover artifact; made once, reused."""
-    if not _CONTROLLER:
-        from edge.runtime import load_policy
-        from ros_nodes.controller import PolicyController
-        from tests.campaign_helpers import export_rover_policy
+    from edge.runtime import load_policy
+    from ros_nodes.controller import PolicyController
+    from tests.campaign_helpers import export_rover_policy
 
-        artifact = export_rover_policy(Path(tempfile.mkdtemp(prefix="fuzz-policy-")) / "policy")
-        _CONTROLLER.append(PolicyController(load_policy(artifact, "onnxruntime"), 0.04, 0.5, [0.0, 0.0, 0.0]))
-    return _CONTROLLER[0]
+    artifact = export_rover_policy(Path(tempfile.mkdtemp(prefix="fuzz-policy-")) / "policy")
+    return PolicyController(load_policy(artifact, "onnxruntime"), 0.04, 0.5, [0.0, 0.0, 0.0])
 
 
 SENSOR_FLOATS = st.one_of(ODD_NUMBERS.filter(lambda v: isinstance(v, float)), st.floats(-10, 10))

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from tests.package_info import setup_constants
+
 ROOT = Path(__file__).resolve().parents[1]
 OURS = {"edge", "sim", "training", "ros_nodes", "sim2real", "benchmarks", "tests"}
 SCANNED = ("edge", "sim", "training", "ros_nodes", "sim2real", "benchmarks")
@@ -20,17 +22,8 @@ HARDWARE_ONLY = {"tensorrt", "cuda", "isaacsim"}
 ROS_MESSAGES = re.compile(r".*_(msgs|srvs)$|^rclpy$|^builtin_interfaces$|^rcl_interfaces$")
 
 
-def _setup_namespace() -> dict:
-    """setup.py's module-level constants (EXTRAS, ROS_WHEELS, ...), without running setup()."""
-    tree = ast.parse((ROOT / "setup.py").read_text())
-    body = [n for n in tree.body if isinstance(n, ast.Assign)]
-    namespace: dict = {}
-    exec(compile(ast.Module(body=body, type_ignores=[]), "setup.py", "exec"), namespace)
-    return namespace
-
-
 def _declared() -> set[str]:
-    ns = _setup_namespace()
+    ns = setup_constants()
     reqs = [r for extra in ns["EXTRAS"].values() for r in extra] + ["numpy", "pyyaml"]
     return {_norm(Requirement(r).name) for r in reqs}
 
@@ -75,7 +68,7 @@ def test_bench_extra_carries_rllibs_requirements():
     rllib = {
         _norm(r.name) for r in rllib if r.marker and "rllib" in str(r.marker) and r.marker.evaluate({"extra": "rllib"})
     }
-    bench = {_norm(Requirement(r).name) for r in _setup_namespace()["EXTRAS"]["bench"]}
+    bench = {_norm(Requirement(r).name) for r in setup_constants()["EXTRAS"]["bench"]}
     # gymnasium comes at the twin's version (gymnasium[mujoco]==1.4.0), not RLlib's 1.2.2 pin
     assert rllib - bench == set(), f"ray[rllib] requires {sorted(rllib - bench)}, missing from the bench extra"
     assert "gymnasium" in rllib

@@ -3,7 +3,6 @@ into a fresh venv with only the robot footprint (`.[robot,instruct]` plus the RO
 or transformers). policy_node, instruction_node and field_recorder run from that venv against sim_bridge_node
 from the development venv, over real DDS: a trained policy tracks an instruction's plan, and the MCAP log reads."""
 
-import ast
 import os
 import subprocess
 import sys
@@ -13,18 +12,13 @@ import pytest
 import yaml
 
 from sim2real.sil import run_sil
+from tests.package_info import setup_constants
 from training.retrain.ingest import mcap_files, read_field_log
 
 ROOT = Path(__file__).resolve().parents[1]
 # the training side's packages: the robot footprint does not even install them (our own sim, training and sim2real
 # ship in the same wheel but cannot import without them; lint-imports keeps the robot nodes off them)
 HEAVY = ("torch", "ray", "mujoco", "transformers", "vllm", "rsl_rl")
-
-
-def _ros_wheels() -> list[str]:
-    tree = ast.parse((ROOT / "setup.py").read_text())
-    assign = next(n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "ROS_WHEELS")
-    return ast.literal_eval(assign.value)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +37,7 @@ def robot_python(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
     python = venv / "bin" / "python"
     subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", f"{wheel}[robot,instruct]", *_ros_wheels()],
+        [str(python), "-m", "pip", "install", "-q", f"{wheel}[robot,instruct]", *setup_constants()["ROS_WHEELS"]],
         check=True,
         cwd=root,
         env=env,

@@ -18,24 +18,13 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from edge.errors import ArtifactError, BackendUnavailable, ConfigError
+from edge.errors import ArtifactError
 from edge.instruct.generator import MAX_NEW_TOKENS, Completion
 from edge.instruct.grammar import GrammarMask, PlanGrammars, TokenGrammar
 from edge.instruct.onnx_manifest import INPUTS, LOGITS, cache_names, read_exported
+from edge.providers import BACKENDS, providers_for
 
-_CPU, _CUDA = "CPUExecutionProvider", "CUDAExecutionProvider"
-PROVIDERS: dict[str, tuple[str, ...]] = {"cpu": (_CPU,), "cuda": (_CUDA, _CPU)}  # CPU after CUDA: ORT's fallback
-BACKENDS = ("auto", *PROVIDERS)  # auto: CUDA where this onnxruntime has it, else CPU
-
-
-def providers_for(backend: str) -> list[str]:
-    """ONNX Runtime execution providers for a backend name (BACKENDS)."""
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    has_cuda = _CUDA in ort.get_available_providers()
-    if backend == "cuda" and not has_cuda:
-        raise BackendUnavailable("this onnxruntime has no CUDAExecutionProvider (needs onnxruntime-gpu and CUDA)")
-    return list(PROVIDERS["cuda" if backend == "cuda" or (backend == "auto" and has_cuda) else "cpu"])
+__all__ = ["BACKENDS", "OnnxGenerator", "providers_for"]
 
 
 class OnnxGenerator:
