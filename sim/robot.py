@@ -70,6 +70,7 @@ class RobotSpec:
     sim_dt: float = 0.005
     decimation: int = 4
     command_limits: CommandLimits = field(default_factory=CommandLimits)  # the physical envelope (manifest)
+    feet: tuple[str, ...] = ()  # foot geoms (MJCF names): contacts, air time and slip of legged tasks and KPIs
 
     @property
     def num_actions(self) -> int:
@@ -140,6 +141,12 @@ def _vector(value, key: str, n: int, source: str) -> tuple[float, ...]:
     return tuple(float(v) for v in arr)
 
 
+def _names(value, key: str, source: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value) or len(set(value)) != len(value):
+        raise RobotConfigError(f"{source}: {key} must be a list of distinct names, got {value!r}")
+    return tuple(value)
+
+
 def resolve_robot_path(name_or_path: str | Path) -> Path:
     """`rover` -> config/robots/rover.yaml; an existing path is used as it is."""
     p = Path(name_or_path)
@@ -203,6 +210,7 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
         sim_dt=float(_number(raw, "sim_dt", src, 0.005)),
         decimation=int(_number(raw, "decimation", src, 4, integer=True)),
         command_limits=CommandLimits.from_dict(raw.get("command_limits") or {}, f"{src}: command_limits"),
+        feet=_names(raw.get("feet", []), "feet", src),
     )
     if spec.decimation < 1 or spec.sim_dt <= 0 or spec.action_scale <= 0 or spec.kp < 0 or spec.kd < 0:
         raise RobotConfigError(f"{src}: decimation must be >= 1, sim_dt and action_scale > 0, kp and kd >= 0")
@@ -227,6 +235,12 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
     body_names = {b.name for b in mj.bodies}
     if spec.base_body not in body_names:
         raise RobotConfigError(f"{spec.mjcf}: base_body {spec.base_body!r} is not in the MJCF")
+    geom_names = {g.name for g in mj.geoms}
+    missing = [g for g in spec.feet if g not in geom_names]
+    if missing:
+        raise RobotConfigError(
+            f"{spec.mjcf}: foot geom(s) {', '.join(missing)} named in the robot YAML are not in the MJCF"
+        )
     for act in list(mj.actuators):
         mj.delete(act)
     mj.option.timestep = spec.sim_dt
