@@ -57,8 +57,9 @@ EXTRAS = {
     # robot: policy_node (with the artifact signature check) and field_recorder; TensorRT comes from JetPack and
     # rclpy from apt ROS 2
     "robot": ["numpy>=1.26", "onnxruntime==1.31.1", "pyyaml>=6", "rosbags==0.11.9", "mcap==1.6.0", "cryptography>=42"],
-    # instruction_node on the robot: the exported instruction model on ONNX Runtime, no torch or transformers
-    "instruct": ["numpy>=1.26", "onnxruntime==1.31.1", "tokenizers==0.23.3"],
+    # instruction_node on the robot: the exported instruction model on ONNX Runtime (signature checked), no torch or
+    # transformers
+    "instruct": ["numpy>=1.26", "onnxruntime==1.31.1", "tokenizers==0.23.3", "cryptography>=42"],
     "sim": ["mujoco==4.0.0", "gymnasium==1.4.0", "numpy>=1.26", "pyyaml>=6", "rich>=13", "matplotlib==3.11.2"],
     # the Newton twin backend (CPU here, CUDA where present)
     "newton": ["newton==1.8.0", "warp-lang==1.19.0"],

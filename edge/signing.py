@@ -167,8 +167,31 @@ def require_signed(artifact_dir: str | Path, trusted_keys: Iterable[str | Path],
     return f"signed by trusted key {kid}"
 
 
+def verify_if_promoted(
+    artifact_dir: str | Path, trusted_keys: Iterable[str | Path], allow_unsigned: bool = False
+) -> str | None:
+    """Re-validation's check. A signed artifact must verify against the trusted keys; with trusted keys given, an
+    approved one (a passing campaign verdict) must be signed too, or its approval could be a hand edit. A fresh
+    export (no verdict, no signature) is not checked (None): validation is what promotes it."""
+    from edge.manifest import load_manifest
+
+    trusted_keys = list(trusted_keys)
+    signed = (Path(artifact_dir) / SIGNATURE_FILE).is_file()
+    approved = bool((load_manifest(artifact_dir).campaign_verdict or {}).get("passed"))
+    if not signed and not (approved and trusted_keys):
+        return None
+    if not trusted_keys and not allow_unsigned:
+        raise SignatureError(
+            f"refusing artifact {artifact_dir}: it is signed (promoted); give the trusted public keys to verify it "
+            "against (--trusted-keys KEY.pub)"
+        )
+    return require_signed(artifact_dir, trusted_keys, allow_unsigned)
+
+
 def _manifest_bytes(artifact_dir: str | Path) -> bytes:
     path = Path(artifact_dir) / MANIFEST_FILE
     if not path.is_file():
-        raise ArtifactError(f"{path}: no manifest here; is {artifact_dir} a policy artifact directory?")
+        raise ArtifactError(
+            f"{path}: no manifest here; is {artifact_dir} an artifact (policy or exported instruction model) directory?"
+        )
     return path.read_bytes()

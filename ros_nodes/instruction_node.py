@@ -4,11 +4,14 @@ Subscribes to /instruction (std_msgs/String), turns each one into a command plan
 on ONNX Runtime (edge.instruct: screen -> model -> parse -> clamp to the policy artifact's command limits and a
 maximum duration) and publishes the plan on /cmd_vel (geometry_msgs/Twist) segment by segment at `rate_hz`, then a
 zero command. A new instruction preempts the running plan at once (zero command while the new plan is generated);
-"stop" and its synonyms are handled without the model. The executed plan and its warnings go to ~/plan
-(std_msgs/String, JSON, latched). The robot state in the prompt is the measured base velocity from /odom. The model
-runs in a worker thread so the node keeps publishing and hears "stop" while it generates. Plan timing uses the
-node's clock, so with use_sim_time (ROS /clock, as in the lockstep software-in-the-loop run) segments last simulated
-seconds. A robot process: no torch, transformers, MuJoCo, sim or training here (.importlinter holds it).
+"stop" and its synonyms are handled without the model. One instruction waits at most: a newer one replaces it (the
+newest wins under a flood), and the count of instructions dropped so is logged and sent with each plan. The model
+and the policy artifact must be signed by a trusted key (edge.signing) unless allow_unsigned (development only).
+The executed plan and its warnings go to ~/plan (std_msgs/String, JSON, latched). The robot state in the prompt is
+the measured base velocity from /odom. The model runs in a worker thread so the node keeps publishing and hears
+"stop" while it generates. Plan timing uses the node's clock, so with use_sim_time (ROS /clock, as in the lockstep
+software-in-the-loop run) segments last simulated seconds. A robot process: no torch, transformers, MuJoCo, sim or
+training here (.importlinter holds it).
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import rclpy
@@ -33,6 +35,7 @@ from edge.instruct.plan import STOP, Plan, plan_to_dicts
 from edge.instruct.planner import InstructionPlanner, Planned
 from edge.instruct.prompt import state_summary
 from edge.instruct.safety import is_stop, limits_from_manifest, screen_instruction
+from edge.signing import require_signed, trusted_key_paths
 from ros_nodes import qos
 from ros_nodes.params import describe
 
@@ -54,6 +57,16 @@ class InstructionNode(Node):
         )
         self.declare_parameter("constrained", True, describe("grammar-constrained decoding (plans always parse)"))
         self.declare_parameter(
+            "trusted_keys",
+            "/etc/sim2real/trusted_keys",
+            describe(
+                "comma-separated public keys (PEM files, or directories of *.pub) model and artifact verify against"
+            ),
+        )
+        self.declare_parameter(
+            "allow_unsigned", False, describe("run an unsigned or wrongly signed model, with a WARN (development only)")
+        )
+        self.declare_parameter(
             "modules_file", "", describe("debug: at exit, write the process's imported modules here")
         )
         get = self.get_parameter
@@ -61,13 +74,21 @@ class InstructionNode(Node):
         for name, value, what in (("model", model, "exported instruction model"), ("artifact", artifact, "policy")):
             if not value:
                 raise ConfigError(f"parameter '{name}' ({what} directory) is required")
+        keys, allow_unsigned = trusted_key_paths(str(get("trusted_keys").value)), bool(get("allow_unsigned").value)
+        for directory in (model, artifact):  # the artifact's limits clamp every plan: it is trusted only signed too
+            status = require_signed(directory, keys, allow_unsigned)
+            (self.get_logger().warn if status.startswith("WARN") else self.get_logger().info)(f"{directory}: {status}")
         self.limits = limits_from_manifest(artifact, float(get("max_duration_s").value))
         generator = OnnxGenerator(model, providers_for(backend), threads=int(get("threads").value))
         self.planner = InstructionPlanner(generator, self.limits, constrained=bool(get("constrained").value))
         self._modules_file = str(get("modules_file").value)
         self._lock = threading.Lock()
-        self._worker = ThreadPoolExecutor(max_workers=1)
         self._seq = 0  # the latest instruction; a finished generation for an older one is dropped
+        self._inbox: tuple[int, str, str] | None = None  # the one instruction waiting for the model (seq, text, state)
+        self._wake = threading.Event()
+        self._closing = False
+        self.dropped = 0  # instructions superseded before their plan started (waiting, or generated too late)
+        self._reported_dropped = 0
         self._pending: Planned | None = None
         self._plan: Plan | None = None
         self._plan_start = 0.0
@@ -81,6 +102,8 @@ class InstructionNode(Node):
         self.create_subscription(String, "instruction", self._on_instruction, qos.COMMAND)
         self.create_subscription(Odometry, "odom", self._on_odom, qos.SENSOR)
         self.create_timer(1.0 / float(get("rate_hz").value), self._tick)
+        self._worker = threading.Thread(target=self._work, name="instruction_model", daemon=True)
+        self._worker.start()
         self.get_logger().info(
             f"ready: {model} on {', '.join(generator.providers)}; limits from {artifact}: vx {self.limits.vx}, "
             f"vy {self.limits.vy}, wz {self.limits.wz}, max {self.limits.max_duration_s:g} s"
@@ -90,31 +113,52 @@ class InstructionNode(Node):
         self._state = state_summary(msg.twist.twist.linear.x, msg.twist.twist.angular.z)
 
     def _on_instruction(self, msg: String) -> None:
+        clean, warnings = screen_instruction(msg.data, self.limits)
+        stop = not clean or is_stop(clean)
         with self._lock:
             self._seq += 1
-            seq = self._seq
             self._plan, self._pending = None, None
+            if self._inbox is not None:  # still waiting for the model: the newer instruction replaces it
+                self.dropped += 1
+            self._inbox = None if stop else (self._seq, msg.data, self._state)
+            if not stop:
+                self._wake.set()
         self._publish(0.0, 0.0, 0.0)  # preempt: the old plan stops now, not when the new one is ready
-        clean, warnings = screen_instruction(msg.data, self.limits)
-        if not clean or is_stop(clean):
+        if stop:
             self._start(Planned(msg.data, clean, "", True, STOP, warnings))
-            return
-        self._worker.submit(self._generate, seq, msg.data, self._state)
 
-    def _generate(self, seq: int, text: str, state: str) -> None:
-        try:
-            planned = self.planner.plan(text, state)
-        except Exception as e:  # noqa: BLE001 - a model failure must stop the robot, not kill the node
-            planned = Planned(text, "", "", False, STOP, [f"model failed ({e.__class__.__name__}: {e}): stopping"])
-        with self._lock:
-            if seq == self._seq:
-                self._pending = planned
+    def _work(self) -> None:
+        """The model's thread: plans the newest waiting instruction, one at a time."""
+        while True:
+            self._wake.wait()
+            with self._lock:
+                if self._closing:
+                    return
+                item, self._inbox = self._inbox, None
+                self._wake.clear()
+            if item is None:
+                continue
+            seq, text, state = item
+            try:
+                planned = self.planner.plan(text, state)
+            except Exception as e:  # noqa: BLE001 - a model failure must stop the robot, not kill the node
+                planned = Planned(text, "", "", False, STOP, [f"model failed ({e.__class__.__name__}: {e}): stopping"])
+            with self._lock:
+                if seq == self._seq:
+                    self._pending = planned
+                else:
+                    self.dropped += 1
 
     def _start(self, planned: Planned) -> None:
         for w in planned.warnings:
             self.get_logger().warn(f"{w} [instruction {planned.instruction[:60]!r}]")
         total = sum(s.duration_s for s in planned.plan)
         self.get_logger().info(f"plan for {planned.screened[:60]!r}: {len(planned.plan)} segment(s), {total:.2f} s")
+        with self._lock:
+            dropped, newly = self.dropped, self.dropped - self._reported_dropped
+            self._reported_dropped = dropped
+        if newly:
+            self.get_logger().warn(f"{newly} superseded instruction(s) dropped (newest wins; {dropped} in all)")
         self.pub_plan.publish(
             String(
                 data=json.dumps(
@@ -123,6 +167,7 @@ class InstructionNode(Node):
                         "plan": plan_to_dicts(planned.plan),
                         "valid": planned.valid,
                         "warnings": planned.warnings,
+                        "instructions_dropped": dropped,
                     }
                 )
             )
@@ -162,7 +207,9 @@ class InstructionNode(Node):
         self.pub_cmd.publish(msg)
 
     def destroy_node(self) -> None:
-        self._worker.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self._closing = True
+            self._wake.set()
         if self.context.ok():  # after SIGINT the context is already shut down and nothing can be sent
             self._publish(0.0, 0.0, 0.0)
         if self._modules_file:  # at exit, so whatever the process imported while it ran is in

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,7 @@ class RetrainRun:
     retrain_id: int
     say: Callable[[str], None]
     signing_key: Path | None = None  # promotion signs the new artifact with it (edge.signing)
+    trusted_keys: tuple[Path, ...] = ()  # the deployed artifact verifies against these (default: signing_key's .pub)
 
     @property
     def parent_sha(self) -> str:
@@ -106,6 +107,7 @@ def retrain(
     log: Callable[[str], None] | None = None,
     seed: int = 0,
     signing_key: Path | None = None,
+    trusted_keys: Sequence[Path] = (),
 ) -> RetrainResult:
     """Decide from the field logs (a file, a directory of them, or a list of files) whether the deployed artifact
     needs retraining; if so (or with force) identify the twin, fine-tune, validate and promote.
@@ -114,6 +116,8 @@ def retrain(
     (watch mode claims the logs first); otherwise the entry of out_dir is reused, or a new one made.
     `progress`: the retraining's fraction done and a note. `log`: receives one human-readable line per finished
     stage. `show_progress`: the PPO progress bar. `signing_key`: promotion signs the new artifact with it.
+    `trusted_keys`: the deployed artifact, when signed, must verify against them (default: signing_key's public
+    half) before its campaigns run.
     """
     from edge.manifest import load_manifest
     from sim.robot import load_robot
@@ -155,6 +159,7 @@ def retrain(
             retrain_id,
             log or _quiet,
             None if signing_key is None else Path(signing_key),
+            tuple(Path(k) for k in trusted_keys),
         )
         record = {"logs": [str(f) for f in files], "artifact": str(artifact), "budget": plan.name, "force": force}
         # the retraining budget's sizes, by the stage that reads them
@@ -395,7 +400,15 @@ def _campaigns(ctx: StageContext) -> dict:
         def report(done: int, total: int, i: int = i, kind: str = kind) -> None:
             ctx.progress((i + done / max(total, 1)) / len(runs), f"{kind} campaign, {done}/{total} episodes")
 
-        outcome = run_campaign(new, cfg, where, compare_to=deployed, promote_verdict=False, progress=report)
+        outcome = run_campaign(
+            new,
+            cfg,
+            where,
+            compare_to=deployed,
+            promote_verdict=False,
+            trusted_keys=ctx.config.trusted_keys or _signer_public(ctx.config.signing_key),
+            progress=report,
+        )
         check = campaign_check(kind, outcome.summary).to_dict()
         checks.append(
             {
@@ -407,6 +420,12 @@ def _campaigns(ctx: StageContext) -> dict:
             }
         )
     return {"checks": checks}
+
+
+def _signer_public(signing_key: Path | None) -> list[Path]:
+    from edge.signing import public_path
+
+    return [] if signing_key is None else [public_path(signing_key)]
 
 
 def _validated(ctx: StageContext, campaigns: dict) -> None:

@@ -1,11 +1,11 @@
 """instruction_node over real DDS, in its own process, with the small trained instruction model exported to ONNX and
-the command limits of a policy artifact, on simulated time: the test publishes /clock at 4x real time, as the
-lockstep software-in-the-loop bridge does. The node's process imports nothing of torch, transformers, Ray, MuJoCo,
-sim or training (it says what it imported when asked, at exit)."""
+the command limits of a policy artifact, both signed by a trusted key, on simulated time: the test publishes /clock
+at 4x real time, as the lockstep software-in-the-loop bridge does. The node's process imports nothing of torch,
+transformers, Ray, MuJoCo, sim or training (it says what it imported when asked, at exit)."""
 
 import json
+import shutil
 import time
-from pathlib import Path
 
 import pytest
 from builtin_interfaces.msg import Time
@@ -14,6 +14,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 
+from edge import signing
 from tests.campaign_helpers import export_rover_policy
 from tests.rlhf_helpers import minimal_run
 from tests.ros_helpers import node_process, probe_node, spin_until
@@ -31,13 +32,31 @@ SPEED = 4.0  # simulated seconds per wall second
 
 
 @pytest.fixture(scope="module")
-def model():
-    return minimal_run()["onnx_dir"]  # the pipeline's export of its RLHF model: what the robot runs
+def key(tmp_path_factory):
+    key = tmp_path_factory.mktemp("keys") / "signing.key"
+    signing.generate_key(key)
+    return key
 
 
 @pytest.fixture(scope="module")
-def artifact(tmp_path_factory):
-    return export_rover_policy(tmp_path_factory.mktemp("policy"))
+def model(tmp_path_factory, key):
+    """The pipeline's export of its RLHF model (what the robot runs), signed as the loop's promotion signs it."""
+    signed = tmp_path_factory.mktemp("model") / "onnx"
+    shutil.copytree(minimal_run()["onnx_dir"], signed)
+    signing.sign_artifact(signed, key)
+    return signed
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory, key):
+    artifact = export_rover_policy(tmp_path_factory.mktemp("policy"))
+    signing.sign_artifact(artifact, key)
+    return artifact
+
+
+@pytest.fixture(scope="module")
+def trusted(key):
+    return f"trusted_keys:={signing.public_path(key)}"
 
 
 class Operator:
@@ -74,11 +93,12 @@ class Operator:
         self.pub.publish(String(data=text))
 
 
-def test_hostile_instructions_give_clamped_commands_and_warnings_and_stop_preempts(model, artifact, tmp_path):
+def test_hostile_instructions_give_clamped_commands_and_warnings_and_stop_preempts(model, artifact, trusted, tmp_path):
     modules = tmp_path / "modules.json"
-    params = (f"model:={model}", f"artifact:={artifact}", "use_sim_time:=true", f"modules_file:={modules}")
+    params = (f"model:={model}", f"artifact:={artifact}", trusted, "use_sim_time:=true", f"modules_file:={modules}")
     with node_process("ros_nodes.instruction_node", *params) as proc, probe_node() as (node, ex):
         assert proc.wait_for_output("ready", timeout=60), proc.output
+        assert proc.output.count("signed by trusted key") == 2, proc.output  # the model and the artifact
         assert "CPUExecutionProvider" in proc.output and f"limits from {artifact}" in proc.output
         op = Operator(node)
         assert spin_until(ex, lambda: op.pub.get_subscription_count() > 0, 15)
@@ -130,21 +150,31 @@ def test_hostile_instructions_give_clamped_commands_and_warnings_and_stop_preemp
         ("no_artifact", "parameter 'artifact' (policy directory) is required"),
         ("bad_artifact", "no manifest here"),
         ("tampered", "does not match the manifest's"),
+        ("unsigned", "it is not signed"),
+        ("forged", "its signature does not match manifest.json"),
+        ("no_trusted_keys", "/etc/sim2real/trusted_keys: no such public key file"),
     ],
 )
-def test_a_bad_model_or_artifact_stops_the_node_with_one_line(model, artifact, tmp_path, case, expect):
-    if case == "tampered":
+def test_a_bad_model_or_artifact_stops_the_node_with_one_line(model, artifact, trusted, tmp_path, case, expect):
+    if case in ("tampered", "forged"):  # signed, then changed: the tokenizer (its sha256) or the manifest
         bad = tmp_path / "model"
-        bad.mkdir()
-        for f in Path(model).iterdir():
-            (bad / f.name).write_bytes(f.read_bytes())
-        (bad / "tokenizer.json").write_text((bad / "tokenizer.json").read_text().replace("<pad>", "<pAd>"))
+        shutil.copytree(model, bad)
+        if case == "tampered":
+            (bad / "tokenizer.json").write_text((bad / "tokenizer.json").read_text().replace("<pad>", "<pAd>"))
+        else:
+            manifest = json.loads((bad / "manifest.json").read_text())
+            manifest["max_positions"] *= 4
+            (bad / "manifest.json").write_text(json.dumps(manifest))
         model = bad
+    develop = "allow_unsigned:=true"  # what these cases refuse is not the signature
     params = {
-        "hf_model": (f"model:={minimal_run()['model_dir']}", f"artifact:={artifact}"),
+        "hf_model": (f"model:={minimal_run()['model_dir']}", f"artifact:={artifact}", develop),
         "no_artifact": (f"model:={model}",),
-        "bad_artifact": (f"model:={model}", f"artifact:={tmp_path}"),
-        "tampered": (f"model:={model}", f"artifact:={artifact}"),
+        "bad_artifact": (f"model:={model}", f"artifact:={tmp_path}", develop),
+        "tampered": (f"model:={model}", f"artifact:={artifact}", trusted),
+        "unsigned": (f"model:={minimal_run()['onnx_dir']}", f"artifact:={artifact}", trusted),
+        "forged": (f"model:={model}", f"artifact:={artifact}", trusted),
+        "no_trusted_keys": (f"model:={model}", f"artifact:={artifact}"),
     }[case]
     with node_process("ros_nodes.instruction_node", *params) as proc:
         assert proc.wait(timeout=60) == 2, proc.output

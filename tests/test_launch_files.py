@@ -53,7 +53,11 @@ def required_parameters(executable: str, tmp_path: Path) -> list[Parameter]:
         from tests.rlhf_helpers import minimal_run
 
         artifact = export_rover_policy(tmp_path / "policy")
-        return [Parameter("model", value=minimal_run()["onnx_dir"]), Parameter("artifact", value=str(artifact))]
+        return [
+            Parameter("model", value=minimal_run()["onnx_dir"]),
+            Parameter("artifact", value=str(artifact)),
+            Parameter("allow_unsigned", value=True),
+        ]
     return []
 
 

@@ -163,7 +163,9 @@ def test_robot_stops_when_instruction_node_dies_mid_plan(tmp_path):
             "allow_unsigned:=true",
             "cmd_timeout_s:=0.5",
         ),
-        node_process("ros_nodes.instruction_node", f"model:={model}", f"artifact:={artifact}") as instruct,
+        node_process(
+            "ros_nodes.instruction_node", f"model:={model}", f"artifact:={artifact}", "allow_unsigned:=true"
+        ) as instruct,
         probe_node() as (node, ex),
     ):
         robot = Robot(node)

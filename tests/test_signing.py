@@ -124,3 +124,44 @@ def test_policy_node_refuses_unsigned_and_runs_signed_artifacts(tmp_path, keys, 
         with node_process("ros_nodes.policy_node", *params, "allow_unvalidated:=true") as proc:
             assert proc.wait_for_output(expect, timeout=30), proc.output
             assert proc.poll() is None  # a refused artifact leaves the node up, unconfigured
+
+
+def test_campaign_verifies_a_promoted_artifact_before_it_runs(tmp_path, keys):
+    """Re-validation: a campaign promotes and signs; re-running it on the signed artifact verifies the signature
+    first (a hand-edited manifest or an untrusted key is refused before any episode runs); with trusted keys
+    required, an approved but unsigned artifact is refused too; allow_unsigned runs it with a WARN."""
+    import yaml
+
+    from sim.campaign.config import load_campaign
+    from sim.campaign.runner import run_campaign
+    from tests.campaign_helpers import TINY_CAMPAIGN
+
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY_CAMPAIGN))
+    cfg = load_campaign(tmp_path / "tiny.yaml")
+    artifact = export_rover_policy(tmp_path / "policy")
+    first = run_campaign(artifact, cfg, tmp_path / "v1", signing_key=keys[0])
+    assert first.passed and first.verdict["signed_by"] == keys[2]
+    assert first.summary["signatures"][str(artifact)] == "unsigned (not promoted)"  # a fresh export: nothing to check
+
+    again = run_campaign(artifact, cfg, tmp_path / "v2", trusted_keys=[keys[1]], promote_verdict=False)
+    assert again.summary["signatures"][str(artifact)] == f"signed by trusted key {keys[2]}"
+    with pytest.raises(signing.SignatureError, match="give the trusted public keys"):
+        run_campaign(artifact, cfg, tmp_path / "v3", promote_verdict=False)  # signed, and nothing to verify it with
+    other = tmp_path / "other" / "signing.key"
+    signing.generate_key(other)
+    with pytest.raises(signing.SignatureError, match="not a trusted key"):
+        run_campaign(artifact, cfg, tmp_path / "v4", trusted_keys=[signing.public_path(other)])
+
+    path = artifact / MANIFEST_FILE
+    manifest = json.loads(path.read_text())
+    manifest["command_limits"]["vx"] = [-5.0, 5.0]
+    path.write_text(json.dumps(manifest, indent=1))
+    with pytest.raises(signing.SignatureError, match="does not match manifest.json"):
+        run_campaign(artifact, cfg, tmp_path / "v5", trusted_keys=[keys[1]])
+    assert not (tmp_path / "v5").exists()  # refused before anything ran or was written
+
+    (artifact / signing.SIGNATURE_FILE).unlink()  # approved (passing verdict in the manifest), unsigned
+    with pytest.raises(signing.SignatureError, match="not signed"):
+        run_campaign(artifact, cfg, tmp_path / "v6", trusted_keys=[keys[1]], promote_verdict=False)
+    with pytest.warns(UserWarning, match="WARN unsigned artifact allowed"):
+        run_campaign(artifact, cfg, tmp_path / "v7", trusted_keys=[keys[1]], allow_unsigned=True, promote_verdict=False)

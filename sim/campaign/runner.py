@@ -7,13 +7,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from edge.fileio import atomic_write_bytes, sha256_bytes
 from edge.manifest import load_manifest, record_verdict
+from edge.signing import public_path, sign_artifact, verify_if_promoted
 from sim.campaign.compare import compare
 from sim.campaign.config import CampaignConfig
 from sim.campaign.execute import Executor
@@ -102,14 +104,26 @@ def run_campaign(
     compare_to: str | Path | None = None,
     promote_verdict: bool = True,
     signing_key: str | Path | None = None,
+    trusted_keys: Sequence[str | Path] = (),
+    allow_unsigned: bool = False,
     progress: Progress | None = None,
 ) -> CampaignOutcome:
     """Run (or resume) `cfg` on the artifact in `artifact_dir`, writing results.jsonl, traces/, summary.json and
     report.html to `out_dir`; `compare_to` runs the same campaign on a second artifact (results in
     out_dir/compare/<sha>) and adds per-scenario deltas. A passing verdict is signed with `signing_key` (promotion:
-    edge.signing) when one is given."""
+    edge.signing) when one is given. A promoted (signed) artifact, and with `trusted_keys` any artifact, is verified
+    against `trusted_keys` (default: the public half of `signing_key`) before anything runs; `allow_unsigned` turns
+    that refusal into a warning (development only)."""
     artifact_dir, out_dir = Path(artifact_dir), Path(out_dir)
     started, t0 = _now(), time.perf_counter()
+    if not trusted_keys and signing_key is not None:
+        trusted_keys = [public_path(signing_key)]
+    signatures = {}
+    for directory in (artifact_dir, *([] if compare_to is None else [Path(compare_to)])):
+        status = verify_if_promoted(directory, trusted_keys, allow_unsigned)
+        if status and status.startswith("WARN"):
+            warnings.warn(status, stacklevel=2)
+        signatures[str(directory)] = status or "unsigned (not promoted)"
     files = ArtifactFiles.read(artifact_dir)  # refuses a tampered artifact before anything runs
     other_files = None if compare_to is None else ArtifactFiles.read(compare_to)
     with Executor(workers, ray_address, threads) as executor:
@@ -131,6 +145,7 @@ def run_campaign(
         "finished_at": _now(),
         "wall_s": round(time.perf_counter() - t0, 3),
         "env_steps_this_run": steps,
+        "signatures": signatures,
     }
     summary = summarize(rows, cfg, checks, meta)
     comparison = None
@@ -150,8 +165,6 @@ def run_campaign(
         # a failing verdict replaces a passing one too: the artifact is not promoted until it passes again
         record_verdict(artifact_dir, verdict)
         if verdict["passed"] and signing_key is not None:
-            from edge.signing import sign_artifact
-
             verdict = {**verdict, "signed_by": sign_artifact(artifact_dir, signing_key)}
     return CampaignOutcome(summary, out_dir, verdict, comparison, steps, seconds)
 

@@ -30,9 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     show = sub.add_parser("show", help="print the key id and the public key")
     sign = sub.add_parser("sign", help="sign an artifact's manifest")
-    sign.add_argument("artifact", help="policy artifact directory")
+    sign.add_argument("artifact", help="artifact directory: a policy, or an exported instruction model")
     verify = sub.add_parser("verify", help="verify an artifact against trusted public keys")
-    verify.add_argument("artifact", help="policy artifact directory")
+    verify.add_argument("artifact", help="artifact directory: a policy, or an exported instruction model")
     verify.add_argument("--trusted", nargs="+", required=True, help="public key files or directories of *.pub")
     for s in (init, show, sign):
         s.add_argument("--key", default=str(DEFAULT_KEY), help="private key file (default %(default)s)")

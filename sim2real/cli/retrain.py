@@ -44,6 +44,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exit-when-idle", type=float, metavar="S", help="watch: stop after S seconds with nothing new")
     p.add_argument("--json", metavar="FILE", help="write the result(s) as JSON")
     p.add_argument("--sign-key", metavar="KEY", help="sign a promoted artifact with this ed25519 key (sim2real keys)")
+    p.add_argument(
+        "--trusted-keys",
+        nargs="*",
+        default=[],
+        help="public keys the deployed (signed) artifact must verify against (default: the --sign-key's public half)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         "config": Path(args.config or DEFAULT_CONFIG),
         "trigger": Path(args.trigger) if args.trigger else None,
         "signing_key": Path(args.sign_key) if args.sign_key else None,
+        "trusted_keys": [Path(k) for k in args.trusted_keys],
         "log": lambda line: console.print(f"[bold]retrain[/]: {line}", highlight=False),
     }
     with Progress(

@@ -18,6 +18,7 @@ EXAMPLES = """examples:
   sim2real validate policy/ --campaign full --ray-address auto     # on a running Ray cluster
   sim2real validate policy/ --campaign quick --backend newton      # the same campaign on Newton
   sim2real validate policy/ --campaign quick --compare old_policy/ # per-scenario deltas (regression check)
+  sim2real validate policy/ --campaign full --trusted-keys keys/    # re-validate a promoted (signed) artifact
 
 Results stream to OUT/results.jsonl; re-running the same command resumes and skips finished scenarios.
 OUT/report.html and OUT/summary.json hold the verdict; exit code 1 when a gate fails.
@@ -38,6 +39,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-promote", action="store_true", help="do not write the verdict into the manifest")
     p.add_argument(
         "--sign-key", default="", help="sign a passing verdict with this ed25519 key (sim2real keys init): promotion"
+    )
+    p.add_argument(
+        "--trusted-keys",
+        nargs="*",
+        default=[],
+        help="public keys (files or directories of *.pub) a promoted (signed) artifact must verify against; given, "
+        "every artifact must (default: the --sign-key's public half)",
+    )
+    p.add_argument(
+        "--allow-unsigned", action="store_true", help="re-validate an unverifiable artifact (development only; WARN)"
     )
 
 
@@ -72,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
                 compare_to=args.compare,
                 promote_verdict=not args.no_promote,
                 signing_key=args.sign_key or None,
+                trusted_keys=args.trusted_keys,
+                allow_unsigned=args.allow_unsigned,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
         except (ArtifactError, ImportError) as e:  # a refused artifact; a backend or Ray that is not installed

@@ -177,6 +177,10 @@ def instruction(ctx: StageContext) -> StageResult:
         engine=ctx.config.rlhf_engine,
         progress=ctx.progress,
     )
+    from edge.signing import sign_artifact
+
+    # the exported model is what instruction_node runs on the robot: it verifies this signature before loading
+    r = {**r, "signed_by": sign_artifact(r["onnx_dir"], signing_key(ctx))}
     on_target = r["intent_accuracy"] >= 0.9 and r["json_valid_rate"] >= 1.0
     figure = (
         f"intent {100 * r['intent_accuracy']:.0f}% (SFT {100 * r['intent_accuracy_sft']:.0f}%), "

@@ -45,8 +45,9 @@ def run_sil(
     """Run the node set for `duration` simulated seconds; return the KPI summary. With `instructions` (a script
     of {t_s, text}) instruction_node runs `instruction_model` and its /cmd_vel is both the policy's command and
     the reference the KPIs score against; without, the /cmd_vel script `commands` is. `robot_python` runs the
-    robot's nodes on the robot's own install (sim2real.sil.processes). The artifact must be signed by one of
-    `trusted_keys` (public key files or directories) unless `allow_unsigned` (development only, with a WARN)."""
+    robot's nodes on the robot's own install (sim2real.sil.processes). The artifact (and the instruction model) must
+    be signed by one of `trusted_keys` (public key files or directories) unless `allow_unsigned` (development only,
+    with a WARN)."""
     # rclpy only here, so that `sim2real --help` and the scripts and scoring import without ROS
     import rclpy
     from lifecycle_msgs.msg import Transition
@@ -66,9 +67,10 @@ def run_sil(
     field_twin = str(Path(field_twin).resolve()) if field_twin else ""
     instruction_model = str(Path(instruction_model).resolve()) if instruction_model else instruction_model
     trusted = [str(Path(k).resolve()) for k in trusted_keys]
-    signature = require_signed(artifact, trusted, allow_unsigned)  # fails early, with the reason
-    if signature.startswith("WARN"):
-        warnings.warn(signature, stacklevel=2)
+    for directory in (artifact, *([instruction_model] if instructions and instruction_model else [])):
+        signature = require_signed(directory, trusted, allow_unsigned)  # fails early, with the reason
+        if signature.startswith("WARN"):
+            warnings.warn(signature, stacklevel=2)
     manifest = load_manifest(artifact)
     require_validated(manifest, allow_unvalidated, artifact)
     robot = load_robot(manifest.robot["name"])
@@ -108,6 +110,8 @@ def run_sil(
                 "backend": instruction_backend,
                 "artifact": artifact,
                 "use_sim_time": sim_time,
+                "trusted_keys": ",".join(trusted) or "''",
+                "allow_unsigned": str(allow_unsigned).lower(),
             },
         )
 
