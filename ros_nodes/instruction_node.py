@@ -117,9 +117,9 @@ class InstructionNode(Node):
         stop = not clean or is_stop(clean)
         with self._lock:
             self._seq += 1
+            # a plan still waiting for the model, or generated and not yet started: the newer instruction replaces it
+            self.dropped += (self._inbox is not None) + (self._pending is not None)
             self._plan, self._pending = None, None
-            if self._inbox is not None:  # still waiting for the model: the newer instruction replaces it
-                self.dropped += 1
             self._inbox = None if stop else (self._seq, msg.data, self._state)
             if not stop:
                 self._wake.set()
