@@ -76,3 +76,21 @@ def test_commands_are_attributed_to_the_states_they_answered():
     issued = command_issue_times((skipped + shift + 1) * ms, (skipped + shift) * ms)
     wrong = np.flatnonzero(issued != skipped * ms)
     assert len(wrong) <= 5 and all(95 <= i < 100 for i in wrong)
+
+
+def test_a_damaged_schema_is_a_damage_note_not_console_noise(tmp_path, capfd):
+    """The vendored rosidl parser prints each bad schema line; ingest keeps the console to its own report."""
+    from mcap.writer import Writer
+
+    bad = tmp_path / "bad_schema.mcap"
+    with bad.open("wb") as f:
+        writer = Writer(f)
+        writer.start(profile="ros2")
+        schema = writer.register_schema("geometry_msgs/Twist", "ros2msg", b"geometry_msgs/=ector3 linear\n")
+        channel = writer.register_channel("/cmd_vel", "cdr", schema)
+        writer.add_message(channel, log_time=1, publish_time=1, data=b"\x00\x01\x00\x00" + bytes(48))
+        writer.finish()
+    log = read_field_log(bad, JOINTS)
+    assert log.damage and "bad_schema.mcap" in log.damage[0]
+    out, err = capfd.readouterr()
+    assert "Error processing" not in err + out and "Error with" not in err + out

@@ -9,6 +9,8 @@ produced it (`command_issue_times`).
 
 from __future__ import annotations
 
+import contextlib
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,7 +96,10 @@ def _read_messages(path: Path, damage: list[str]):
                 if topic is None:
                     continue
                 if channel.id not in decoders:
-                    decoders[channel.id] = factory.decoder_for(channel.message_encoding, schema)
+                    # the vendored rosidl parser prints a damaged schema's every bad line to stderr before it
+                    # raises; the raise is what the damage note keeps, the console stays the project's
+                    with contextlib.redirect_stderr(io.StringIO()):
+                        decoders[channel.id] = factory.decoder_for(channel.message_encoding, schema)
                 last_ns = message.log_time
                 yield topic, message.log_time, decoders[channel.id](message.data)
         except Exception as e:  # noqa: BLE001 - damaged bytes fail in struct, zstd, cdr or mcap code alike
