@@ -20,6 +20,7 @@ from edge.fileio import atomic_write_bytes
 from sim.errors import RobotConfigError
 from sim.floor import has_floor
 from sim.robot import compile_mjspec, load_mjspec, load_robot
+from sim.tasks import load_task
 
 FOOT_WORDS = ("foot", "toe")
 CONTROL_PERIOD_S = 0.02  # policy at 50 Hz, as legged_gym and MuJoCo Playground run theirs
@@ -68,10 +69,13 @@ def init_robot(
     draft = draft_robot(mjcf, out.parent, kp=kp, kd=kd, torque_limit=torque_limit)
     atomic_write_bytes(out, render_yaml(draft, mjcf.name).encode())
     try:
-        load_robot(out)
+        spec = load_robot(out)
     except RobotConfigError:
         out.unlink()  # a YAML that does not load is no help to anyone
         raise
+    fall = load_task(spec).min_base_height
+    if spec.base_height < 2 * fall:
+        draft.check(f"base_height {spec.base_height} m is near the default task's fall height {fall} m: give it a task")
     return out, draft
 
 
@@ -107,12 +111,12 @@ def draft_robot(
     )
     order = "actuator" if model.nu else "joint"
     d.set("joints", [model.joint(j).name for j in joints], f"action order: the MJCF's {order} order")
-    pose, base_z = _default_pose(model, joints, base, d)
+    pose, pose_source, base_z, z_source = _default_pose(model, joints, base, d)
     _pd_gains(model, mjcf, joints, mode, d, kp, kd)
     _torque_limits(model, mjcf, joints, d, torque_limit)
     if mode == "position" and not np.all(model.dof_armature[model.jnt_dofadr[joints]] > 0):
         d.check("joint(s) without armature: light links under a stiff PD can chatter; add the motors' armature")
-    d.set("default_pose", _numbers(pose), d.comments.pop("default_pose"))
+    d.set("default_pose", [float(v) for v in pose], pose_source)
     feet, by_name = _feet(mj, model, base, joints, pose, base_z)
     if feet:
         d.set("feet", feet, "foot geoms: contacts for the gait terms and KPIs")
@@ -120,7 +124,7 @@ def draft_robot(
             d.guessed(f"feet {', '.join(feet)}: the lowest geom of each leg's last body (no geom named foot/toe)")
     else:
         d.check("no named foot geom found (name contains foot/toe, or a leg's last body): list them under feet:")
-    d.set("base_height", base_z, d.comments.pop("base_height"))
+    d.set("base_height", base_z, z_source)
     d.set("action_scale", ACTION_SCALE, "target = default_pose + action_scale * action (rad)")
     dt = float(model.opt.timestep)
     decimation = max(1, round(CONTROL_PERIOD_S / dt))
@@ -261,9 +265,11 @@ def _torque_limits(
     d.set("torque_limit", _collapse(np.array(limits)), "N m, from the actuators' force ranges")
 
 
-def _default_pose(model: mujoco.MjModel, joints: list[int], base: int, d: RobotDraft) -> tuple[np.ndarray, float]:
-    """The default pose and base height: from the `home` keyframe (else the first), else the joints' zero (ref)
-    clipped into their ranges and the height that puts the lowest geom on the floor."""
+def _default_pose(
+    model: mujoco.MjModel, joints: list[int], base: int, d: RobotDraft
+) -> tuple[np.ndarray, str, float, str]:
+    """The default pose and base height, each with where it came from: the `home` keyframe (else the first),
+    else the joints' zero (ref) clipped into their ranges and the height that puts the lowest geom on the floor."""
     qadr = np.array([model.jnt_qposadr[j] for j in joints])
     low = np.array([model.jnt_range[j, 0] if model.jnt_limited[j] else -np.inf for j in joints])
     high = np.array([model.jnt_range[j, 1] if model.jnt_limited[j] else np.inf for j in joints])
@@ -287,24 +293,20 @@ def _default_pose(model: mujoco.MjModel, joints: list[int], base: int, d: RobotD
     if clipped and keys:
         d.guessed(f"joint(s) {', '.join(clipped)}: the keyframe lies outside the range, clipped into it")
     pose = np.clip(pose, low, high)
-    clearance = _lowest_point(model, base, qadr, pose, base_q, 0.0)
+    lowest = _lowest_point(model, base, qadr, pose, base_q)  # below the base origin
     if base_z is None:
-        base_z = round(-clearance + 0.005, 4)  # 5 mm of drop: no contact at reset
+        base_z = round(-lowest + 0.005, 4)  # 5 mm of drop: no contact at reset
         d.guessed(f"base_height {base_z} m from the geometry: the lowest geom 5 mm above the floor")
-    elif not -0.005 < base_z + clearance < 0.05:
-        gap = 1000 * (base_z + clearance)
+    elif not -0.005 < base_z + lowest < 0.05:
+        gap = 1000 * (base_z + lowest)
         where = f"{gap:.0f} mm above" if gap > 0 else f"{-gap:.0f} mm below"
         d.check(f"at base_height {base_z} m the lowest geom starts {where} the floor")
-    d.comments["default_pose"] = source
-    d.comments["base_height"] = z_source
-    return pose, float(base_z)
+    return pose, source, float(base_z), z_source
 
 
-def _lowest_point(
-    model: mujoco.MjModel, base: int, qadr: np.ndarray, pose: np.ndarray, base_q: int, base_z: float
-) -> float:
-    """The world z of the robot's lowest colliding geom with the base at height `base_z`, level, in `pose`."""
-    data = _posed(model, qadr, pose, base_q, base_z)
+def _lowest_point(model: mujoco.MjModel, base: int, qadr: np.ndarray, pose: np.ndarray, base_q: int) -> float:
+    """The z of the robot's lowest colliding geom with the base level at z = 0, in `pose`."""
+    data = _posed(model, qadr, pose, base_q, 0.0)
     geoms = _robot_geoms(model, base)
     return min(_geom_bottom(model, data, g) for g in geoms)
 
@@ -371,10 +373,6 @@ def _collapse(values: np.ndarray) -> float | list[float]:
     """One number when every joint has the same value, else a list of one per joint."""
     values = [float(v) for v in values]
     return values[0] if len(set(values)) == 1 else values
-
-
-def _numbers(values: np.ndarray) -> list[float]:
-    return [float(v) for v in values]
 
 
 def render_yaml(d: RobotDraft, mjcf_name: str) -> str:

@@ -226,7 +226,8 @@ def test_the_projects_quadruped_mjcf_gives_its_hand_written_names(tmp_path):
     out, _ = init_robot(ROOT / "sim/assets/quadruped.xml", tmp_path / "q.yaml", kp=40, kd=1, torque_limit=23.7)
     ours = yaml.safe_load(out.read_text())
     hand = yaml.safe_load((ROOT / "config/robots/quadruped.yaml").read_text())
-    for key in ("name", "base_body", "joints", "feet", "control_mode", "safe_mode", "sim_dt", "decimation", "kp"):
+    same = ("name", "base_body", "joints", "feet", "control_mode", "safe_mode", "sim_dt", "decimation", "kp", "kd")
+    for key in (*same, "action_scale", "command_limits"):
         assert ours[key] == hand[key], key
     assert load_robot(out).mjcf == load_robot("quadruped").mjcf
 
