@@ -67,7 +67,9 @@ HOME_Z = 0.21
 BOX = "<geom type='box' size='0.2 0.1 0.04' mass='4'/>"
 
 
-def dog_xml(floor=False, keyframe=True, kv=True, actuators=True, mesh=False, free=True, extra_actuator="") -> str:
+def dog_xml(
+    floor=False, keyframe=True, kv=True, actuators=True, mesh=False, free=True, extra_actuator="", foot="foot"
+) -> str:
     qpos = [0, 0, HOME_Z, 1, 0, 0, 0] + [v for n in LEGS for v in HOME[n]]
     acts = "".join(
         f'<position name="{n}_{j}_act" joint="{n}_{j}" class="{c}"/>'
@@ -90,6 +92,7 @@ def dog_xml(floor=False, keyframe=True, kv=True, actuators=True, mesh=False, fre
     xml = DOG
     for k, v in parts.items():
         xml = xml.replace(k, v)
+    xml = xml.replace('_foot" type="sphere"', f'_{foot}" type="sphere"')
     return xml if free else xml.replace("<freejoint/>", "")
 
 
@@ -168,6 +171,12 @@ def test_kd_from_joint_damping_when_the_actuators_have_no_kv(tmp_path):
     out, draft = init_robot(write_dog(tmp_path, kv=False))
     assert yaml.safe_load(out.read_text())["kd"] == 0.3
     assert any("joint damping" in line for line in draft.notes)
+
+
+def test_feet_without_foot_names_are_each_legs_lowest_geom(tmp_path):
+    out, draft = init_robot(write_dog(tmp_path, foot="pad"))
+    assert yaml.safe_load(out.read_text())["feet"] == [f"{n}_pad" for n in LEGS]
+    assert any(line.startswith("guessed: feet fl_pad") for line in draft.notes)
 
 
 def test_mesh_assets_load_from_the_mjcfs_own_directory(tmp_path):
