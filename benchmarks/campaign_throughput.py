@@ -91,7 +91,7 @@ def naive_rate(spec: RobotSpec, cfg, onnx_bytes: bytes, scenarios: list[Scenario
             action = session.run(["actions"], {"obs": obs})[0]
             target = default + spec.action_scale * np.clip(action[0], -10, 10)
             for _ in range(spec.decimation):
-                tau = spec.kp * (target - data.qpos[jq]) - spec.kd * data.qvel[jv]
+                tau = spec.joint_kp * (target - data.qpos[jq]) - spec.joint_kd * data.qvel[jv]
                 data.ctrl[:] = np.clip(tau, -np.asarray(spec.torque_limit), spec.torque_limit) * strength
                 mujoco.mj_step(model, data)
             if projected_gravity(data.qpos[None, 3:7])[0, 2] > -np.cos(task.cfg.max_tilt_rad):

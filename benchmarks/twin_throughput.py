@@ -37,7 +37,7 @@ class GymnasiumTwin(MujocoEnv):
         obs_space = gym.spaces.Box(-np.inf, np.inf, (self.task.obs_dim,), np.float32)
         super().__init__(xml_path, spec.decimation, observation_space=obs_space, width=64, height=64)
         n = spec.num_actions
-        set_pd_gains(self.model, spec, np.full(n, spec.kp), np.full(n, spec.kd), np.ones(n))
+        set_pd_gains(self.model, spec, spec.joint_kp, spec.joint_kd, np.ones(n))
         self.action_space = gym.spaces.Box(-10, 10, (n,), np.float32)
         self._jq = np.array([self.model.joint(j).qposadr[0] for j in spec.joints])
         self._jv = np.array([self.model.joint(j).dofadr[0] for j in spec.joints])

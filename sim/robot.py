@@ -1,5 +1,6 @@
 """Robot description: an MJCF file plus a short YAML of constants (joints in action order, default pose, PD
-gains, torque limits, control mode and timing, base body and height, command limits).
+gains, torque limits, control mode and timing, base body and height, command limits). `sim2real robot init`
+(sim.robot_init) writes one from an MJCF's own actuators and keyframe.
 
 The YAML is the single source of every number the twin, the exported manifest and the robot use, so nothing
 is copied by hand between training, validation and deployment. What the robot is asked to learn (rewards,
@@ -19,6 +20,7 @@ from edge.fileio import read_yaml_mapping
 from edge.manifest import SAFE_MODES
 from edge.resources import config_path
 from sim.errors import RobotConfigError
+from sim.floor import add_floor, has_floor
 
 ASSET_DIR = Path(__file__).resolve().parent / "assets"
 # A source checkout keeps the YAMLs in config/robots; a colcon install puts them in share/edge/config/robots.
@@ -60,8 +62,8 @@ class RobotSpec:
     base_body: str
     joints: tuple[str, ...]
     default_pose: tuple[float, ...]
-    kp: float
-    kd: float
+    kp: float | tuple[float, ...]  # one gain for every joint, or one per joint (as the YAML gives it)
+    kd: float | tuple[float, ...]
     torque_limit: tuple[float, ...]
     control_mode: str = "position"
     safe_mode: str = "hold"  # edge.manifest.SAFE_MODES: hold the default pose, or damp (kp = 0, kd kept)
@@ -75,6 +77,16 @@ class RobotSpec:
     @property
     def num_actions(self) -> int:
         return len(self.joints)
+
+    @property
+    def joint_kp(self) -> np.ndarray:
+        """kp per joint, in action order."""
+        return np.broadcast_to(np.asarray(self.kp, dtype=float), (self.num_actions,)).copy()
+
+    @property
+    def joint_kd(self) -> np.ndarray:
+        """kd per joint, in action order."""
+        return np.broadcast_to(np.asarray(self.kd, dtype=float), (self.num_actions,)).copy()
 
     @property
     def control_dt(self) -> float:
@@ -141,6 +153,14 @@ def _vector(value, key: str, n: int, source: str) -> tuple[float, ...]:
     return tuple(float(v) for v in arr)
 
 
+def _gain(raw: dict, key: str, n: int, source: str) -> float | tuple[float, ...]:
+    """A PD gain: one number for every joint (kept a number, so manifests and run snapshots stay as they were) or
+    a list of one per joint."""
+    if isinstance(raw[key], list):
+        return _vector(raw[key], key, n, source)
+    return float(_number(raw, key, source))
+
+
 def _names(value, key: str, source: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value) or len(set(value)) != len(value):
         raise RobotConfigError(f"{source}: {key} must be a list of distinct names, got {value!r}")
@@ -200,8 +220,8 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
         base_body=_text(raw, "base_body", src),
         joints=joints,
         default_pose=_vector(raw["default_pose"], "default_pose", n, src),
-        kp=float(_number(raw, "kp", src)),
-        kd=float(_number(raw, "kd", src)),
+        kp=_gain(raw, "kp", n, src),
+        kd=_gain(raw, "kd", n, src),
         torque_limit=_vector(raw["torque_limit"], "torque_limit", n, src),
         control_mode=mode,
         safe_mode=_choice(raw, "safe_mode", SAFE_MODES, src),
@@ -212,7 +232,8 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
         command_limits=CommandLimits.from_dict(raw.get("command_limits") or {}, f"{src}: command_limits"),
         feet=_names(raw.get("feet", []), "feet", src),
     )
-    if spec.decimation < 1 or spec.sim_dt <= 0 or spec.action_scale <= 0 or spec.kp < 0 or spec.kd < 0:
+    negative_gain = min(spec.joint_kp) < 0 or min(spec.joint_kd) < 0
+    if spec.decimation < 1 or spec.sim_dt <= 0 or spec.action_scale <= 0 or negative_gain:
         raise RobotConfigError(f"{src}: decimation must be >= 1, sim_dt and action_scale > 0, kp and kd >= 0")
     if min(spec.torque_limit) <= 0:
         raise RobotConfigError(f"{src}: torque_limit must be positive")
@@ -220,12 +241,30 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
     return spec
 
 
-def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
-    """The robot's MJCF with one PD actuator per configured joint (existing actuators are replaced)."""
+def load_mjspec(path: Path) -> mujoco.MjSpec:
+    """An MJCF file as an MjSpec, read from its own path (so a relative meshdir or include resolves)."""
     try:
-        mj = mujoco.MjSpec.from_file(str(spec.mjcf))
+        return mujoco.MjSpec.from_file(str(path))
     except ValueError as e:
-        raise RobotConfigError(f"{spec.mjcf}: malformed MJCF: {str(e).strip().splitlines()[0]}") from None
+        raise RobotConfigError(f"{path}: malformed MJCF: {_one_line(e)}") from None
+
+
+def compile_mjspec(mj: mujoco.MjSpec, path: Path) -> mujoco.MjModel:
+    try:
+        return mj.compile()
+    except ValueError as e:
+        raise RobotConfigError(f"{path}: cannot compile: {_one_line(e)}") from None
+
+
+def _one_line(e: Exception) -> str:
+    # MuJoCo's messages run over several lines (the XML error, then where it is)
+    return " ".join(str(e).split())
+
+
+def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
+    """The robot's MJCF with one PD actuator per configured joint (existing actuators are replaced), on a floor
+    (sim.floor) when the MJCF has no ground of its own. Loaded from its own path, so a relative meshdir works."""
+    mj = load_mjspec(spec.mjcf)
     joint_names = {j.name for j in mj.joints}
     missing = [j for j in spec.joints if j not in joint_names]
     if missing:
@@ -243,6 +282,8 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
         )
     for act in list(mj.actuators):
         mj.delete(act)
+    if not has_floor(mj):
+        add_floor(mj)
     mj.option.timestep = spec.sim_dt
     for name, limit in zip(spec.joints, spec.torque_limit, strict=True):
         act = mj.add_actuator()
@@ -259,22 +300,23 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
 
 def build_model(spec: RobotSpec) -> mujoco.MjModel:
     """Compile the robot with its actuators' PD law set from the YAML."""
-    mj = build_mjspec(spec)
-    try:
-        model = mj.compile()
-    except ValueError as e:
-        raise RobotConfigError(f"{spec.mjcf}: cannot compile: {str(e).strip().splitlines()[0]}") from None
+    model = compile_mjspec(build_mjspec(spec), spec.mjcf)
     base = model.body(spec.base_body)
     if model.body_jntnum[base.id] != 1 or model.jnt_type[model.body_jntadr[base.id]] != mujoco.mjtJoint.mjJNT_FREE:
         raise RobotConfigError(f"{spec.mjcf}: base_body {spec.base_body!r} needs exactly one free joint")
-    set_pd_gains(
-        model, spec, np.full(spec.num_actions, spec.kp), np.full(spec.num_actions, spec.kd), np.ones(spec.num_actions)
-    )
+    set_pd_gains(model, spec, spec.joint_kp, spec.joint_kd, np.ones(spec.num_actions))
     return model
 
 
+def scaled_gains(spec: RobotSpec, kp_scale: np.ndarray, kd_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The per-env, per-joint gains [N, nu] of envs whose kp and kd are scaled by kp_scale, kd_scale [N]
+    (domain randomisation, system identification)."""
+    return np.asarray(kp_scale)[:, None] * spec.joint_kp, np.asarray(kd_scale)[:, None] * spec.joint_kd
+
+
 def set_pd_gains(model: mujoco.MjModel, spec: RobotSpec, kp: np.ndarray, kd: np.ndarray, strength: np.ndarray) -> None:
-    """Write the PD law of `spec.control_mode` into the actuators (strength scales torque, as a weak motor does).
+    """Write the PD law of `spec.control_mode` into the actuators (strength scales torque, as a weak motor does);
+    kp, kd and strength hold one value per joint.
 
     position: tau = s*(kp*(ctrl - q) - kd*qd);  velocity: tau = s*kd*(ctrl - qd);  torque: tau = s*ctrl.
     """
@@ -302,12 +344,13 @@ def pd_torques(
     kd: np.ndarray,
     strength: np.ndarray,
 ) -> np.ndarray:
-    """The torques the actuators of set_pd_gains apply at `state` (batched over envs: kp, kd, strength are [N])."""
+    """The torques the actuators of set_pd_gains apply at `state`, batched over envs: kp, kd are [N, nu]
+    (scaled_gains), strength is [N]."""
     q, qd = state["joint_pos"], state["joint_vel"]
     if spec.control_mode == "position":
-        tau = kp[:, None] * (targets - q) - kd[:, None] * qd
+        tau = kp * (targets - q) - kd * qd
     elif spec.control_mode == "velocity":
-        tau = kd[:, None] * (targets - qd)
+        tau = kd * (targets - qd)
     else:
         tau = targets
     limit = np.asarray(spec.torque_limit) * strength[:, None]

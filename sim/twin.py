@@ -20,7 +20,7 @@ from gymnasium.vector.utils import batch_space
 
 from sim.backends import make_backend
 from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
-from sim.robot import RobotSpec, load_robot, pd_torques
+from sim.robot import RobotSpec, load_robot, pd_torques, scaled_gains
 from sim.tasks import VelocityTaskConfig, VelocityTrackingTask, load_task
 
 _SNAPSHOT_ARRAYS = ("commands", "actions", "last_actions", "episode_length", "episode_return")
@@ -107,14 +107,8 @@ class BatchedTwin(gym.vector.VectorEnv):
         terminated = self.task.terminated(state) | fault
         truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
 
-        torques = pd_torques(
-            spec,
-            state,
-            self._target_history[0],
-            spec.kp * self.params.kp_scale,
-            spec.kd * self.params.kd_scale,
-            self.params.motor_strength,
-        )
+        kp, kd = scaled_gains(spec, self.params.kp_scale, self.params.kd_scale)
+        torques = pd_torques(spec, state, self._target_history[0], kp, kd, self.params.motor_strength)
         terms = self.task.reward_terms(
             state, self.commands, actions, self.last_actions, torques, joint_vel_before, terminated
         )

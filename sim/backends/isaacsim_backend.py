@@ -21,7 +21,7 @@ import numpy as np
 
 from sim.backends.base import TwinBackend
 from sim.randomization import PhysicsParams
-from sim.robot import RobotSpec
+from sim.robot import RobotSpec, pd_torques, scaled_gains
 
 REQUIREMENTS = (
     'the isaacsim backend needs Isaac Sim 5.x/6.x (`pip install "isaacsim[all,extscache]"`), an NVIDIA RTX GPU '
@@ -83,8 +83,8 @@ class IsaacSimBackend(TwinBackend):
         self._base_link = self.view.get_body_index(spec.base_body)
         n = num_envs
         self.view.set_gains(kps=np.zeros((n, self.view.num_dof)), kds=np.zeros((n, self.view.num_dof)))
-        self._gains = {"kp": np.full(n, spec.kp), "kd": np.full(n, spec.kd), "strength": np.ones(n)}
-        self._limit = np.asarray(spec.torque_limit)
+        kp, kd = scaled_gains(spec, np.ones(n), np.ones(n))
+        self._gains = {"kp": kp, "kd": kd, "strength": np.ones(n)}
         self._mass0 = float(self.view.get_body_masses()[0, self._base_link])
         self._com = np.asarray(self.view.get_body_coms()[0][0, self._base_link])  # base COM in the base frame
         positions, orientations = self.view.get_world_poses()
@@ -94,14 +94,7 @@ class IsaacSimBackend(TwinBackend):
         q = self.view.get_joint_positions()[:, self._dof]
         qd = self.view.get_joint_velocities()[:, self._dof]
         g = self._gains
-        if self.spec.control_mode == "position":
-            tau = g["kp"][:, None] * (targets - q) - g["kd"][:, None] * qd
-        elif self.spec.control_mode == "velocity":
-            tau = g["kd"][:, None] * (targets - qd)
-        else:
-            tau = targets
-        bound = g["strength"][:, None] * self._limit
-        return np.clip(g["strength"][:, None] * tau, -bound, bound)
+        return pd_torques(self.spec, {"joint_pos": q, "joint_vel": qd}, targets, g["kp"], g["kd"], g["strength"])
 
     def step(self, targets: np.ndarray) -> None:
         for k in range(targets.shape[1]):
@@ -149,8 +142,7 @@ class IsaacSimBackend(TwinBackend):
             mu = float(params.friction[k])
             material = self._material(f"/World/materials/env_{i}", static_friction=mu, dynamic_friction=mu)
             self._geoms[i].apply_physics_materials(material)
-        self._gains["kp"][ids] = self.spec.kp * np.asarray(params.kp_scale)
-        self._gains["kd"][ids] = self.spec.kd * np.asarray(params.kd_scale)
+        self._gains["kp"][ids], self._gains["kd"][ids] = scaled_gains(self.spec, params.kp_scale, params.kd_scale)
         self._gains["strength"][ids] = params.motor_strength
 
     def close(self) -> None:

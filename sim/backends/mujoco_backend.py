@@ -12,7 +12,7 @@ from mujoco import rollout
 
 from sim.backends.base import TwinBackend
 from sim.randomization import PhysicsParams
-from sim.robot import RobotSpec, build_model, set_pd_gains
+from sim.robot import RobotSpec, build_model, scaled_gains, set_pd_gains
 
 _FULL = mujoco.mjtState.mjSTATE_FULLPHYSICS.value
 _CTRL = mujoco.mjtState.mjSTATE_CTRL.value
@@ -86,19 +86,14 @@ class MujocoBackend(TwinBackend):
 
     def set_params(self, env_ids: np.ndarray, params: PhysicsParams) -> None:
         spec, nu = self.spec, self.spec.num_actions
+        kp, kd = scaled_gains(spec, params.kp_scale, params.kd_scale)
         for k, i in enumerate(env_ids):
             m = self.models[i]
             m.geom_friction[:, 0] = params.friction[k]
             mass = max(self._mass0 + params.payload_kg[k], 0.1 * self._mass0)
             m.body_mass[self._base_id] = mass
             m.body_inertia[self._base_id] = self._inertia0 * (mass / self._mass0)
-            set_pd_gains(
-                m,
-                spec,
-                np.full(nu, spec.kp * params.kp_scale[k]),
-                np.full(nu, spec.kd * params.kd_scale[k]),
-                np.full(nu, params.motor_strength[k]),
-            )
+            set_pd_gains(m, spec, kp[k], kd[k], np.full(nu, params.motor_strength[k]))
 
     def state(self) -> dict[str, np.ndarray]:
         # copies, not views: the next step overwrites self._state in place, and callers keep these arrays

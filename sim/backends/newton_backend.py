@@ -19,7 +19,7 @@ import numpy as np
 from sim.backends.base import TwinBackend
 from sim.errors import SimError
 from sim.randomization import PhysicsParams
-from sim.robot import RobotSpec, build_model
+from sim.robot import RobotSpec, build_model, scaled_gains
 
 INSTALL_HINT = "the newton backend needs `pip install newton==1.8.0 warp-lang==1.19.0`"
 
@@ -77,8 +77,8 @@ def _pd_kernel(wp):
         targets: wp.array3d(dtype=wp.float32),
         k: int,
         mode: int,
-        kp: wp.array(dtype=wp.float32),
-        kd: wp.array(dtype=wp.float32),
+        kp: wp.array2d(dtype=wp.float32),
+        kd: wp.array2d(dtype=wp.float32),
         strength: wp.array(dtype=wp.float32),
         limit: wp.array(dtype=wp.float32),
         joint_f: wp.array(dtype=wp.float32),
@@ -89,9 +89,9 @@ def _pd_kernel(wp):
         target = targets[env, k, j]
         tau = target
         if mode == 0:  # position
-            tau = kp[env] * (target - q) - kd[env] * qd
+            tau = kp[env, j] * (target - q) - kd[env, j] * qd
         elif mode == 1:  # velocity
-            tau = kd[env] * (target - qd)
+            tau = kd[env, j] * (target - qd)
         s = strength[env]
         bound = s * limit[j]
         joint_f[qd_index[env, j]] = wp.clamp(s * tau, -bound, bound)
@@ -153,9 +153,12 @@ class NewtonBackend(TwinBackend):
         self._qd_index = wp.array((dof_offsets + self._joint_qd).astype(np.int32), dtype=wp.int32, device=self.device)
         self._mode = {"position": 0, "velocity": 1, "torque": 2}[spec.control_mode]
         self._limit = wp.array(np.asarray(spec.torque_limit, np.float32), dtype=wp.float32, device=self.device)
-        self._gains = {k: np.ones(num_envs, np.float32) for k in ("kp", "kd", "strength")}
-        self._gains["kp"][:] = spec.kp
-        self._gains["kd"][:] = spec.kd
+        kp, kd = scaled_gains(spec, np.ones(num_envs), np.ones(num_envs))
+        self._gains = {
+            "kp": kp.astype(np.float32),
+            "kd": kd.astype(np.float32),
+            "strength": np.ones(num_envs, np.float32),
+        }
         self._gains_wp = {k: wp.array(v, dtype=wp.float32, device=self.device) for k, v in self._gains.items()}
         self._kernel = _pd_kernel(wp)
         newton.eval_fk(self.model, self._state.joint_q, self._state.joint_qd, self._state)
@@ -261,8 +264,9 @@ class NewtonBackend(TwinBackend):
             host = arr.numpy()
             host[bodies] = values
             arr.assign(wp.array(host, dtype=arr.dtype, device=self.device))
-        self._gains["kp"][env_ids] = self.spec.kp * np.asarray(params.kp_scale)
-        self._gains["kd"][env_ids] = self.spec.kd * np.asarray(params.kd_scale)
+        self._gains["kp"][env_ids], self._gains["kd"][env_ids] = scaled_gains(
+            self.spec, params.kp_scale, params.kd_scale
+        )
         self._gains["strength"][env_ids] = params.motor_strength
         for k, v in self._gains.items():
             self._gains_wp[k].assign(wp.array(v, dtype=wp.float32, device=self.device))

@@ -25,7 +25,7 @@ from sim.campaign.config import COMMAND_AXIS, CampaignConfig
 from sim.campaign.matrix import BatchJob, Scenario
 from sim.kpis import ACTION_TOL, RobotLimits, Trajectory, episode_kpis
 from sim.randomization import PhysicsParams, RandomizationConfig
-from sim.robot import RobotSpec, joint_ranges, pd_torques
+from sim.robot import RobotSpec, joint_ranges, pd_torques, scaled_gains
 from sim.tasks import load_task
 from sim.twin import BatchedTwin
 
@@ -162,7 +162,7 @@ def run_batch(
     height = np.zeros((n, steps), np.float32)
     fell = np.zeros((n, steps), bool)
     scale, offset = policy.manifest.action_vector("scale"), policy.manifest.action_vector("offset")
-    kp, kd = spec.kp * params.kp_scale, spec.kd * params.kd_scale
+    kp, kd = scaled_gains(spec, params.kp_scale, params.kd_scale)
     down = np.zeros(n, bool)
     for t in range(steps):
         raw = policy.infer(obs)

@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "loop": "sim2real.cli.loop",
     "retrain": "sim2real.cli.retrain",
     "rlhf": "sim2real.cli.rlhf",
+    "robot": "sim2real.cli.robot",
     "sil": "sim2real.cli.sil",
     "train": "sim2real.cli.train",
     "validate": "sim2real.cli.validate",
