@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sim2real: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `sim2real ... | head`: the reader left; say nothing more, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except UserFixableError as e:
         if os.environ.get("SIM2REAL_DEBUG"):
             raise
