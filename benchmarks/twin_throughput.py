@@ -1,8 +1,13 @@
-"""Env-steps/s of the batched twin beside gymnasium's SyncVectorEnv over the same MJCF and the physics ceiling.
+"""Env-steps/s of the batched twin beside gymnasium's SyncVectorEnv over the same MJCF and the physics ceiling, and
+beside EnvPool (a C++ batched executor) on gymnasium's Ant.
 
 One env-step = one policy step = `decimation` physics steps, for every figure here. The ceiling is the
 single-thread `mj_step` rate on the twin's own workload (each env's randomised model and moving state, stepped
 in a plain Python loop over envs), times the threads the twin uses, divided by the decimation.
+
+EnvPool: its Ant-v4 (gymnasium's ant.xml, frame skip 5) beside the twin on the same ant.xml brought as a user
+brings a robot (`sim2real robot init ant.xml --kp 50 --kd 1`, decimation 5 to match the frame skip, the default
+velocity task), with the same envs and threads.
 
     python -m benchmarks.twin_throughput [--quick]
 """
@@ -21,6 +26,7 @@ import numpy as np
 from gymnasium.envs.mujoco import MujocoEnv
 
 from sim.robot import RobotSpec, build_mjspec, load_robot, set_pd_gains
+from sim.robot_init import init_robot
 from sim.tasks.velocity_tracking import VelocityTrackingTask
 from sim.twin import BatchedTwin
 
@@ -116,6 +122,27 @@ def gymnasium_rate(spec: RobotSpec, num_envs: int, seconds: float) -> float:
     return result
 
 
+def ant_robot(out_dir: str) -> RobotSpec:
+    """gymnasium's ant.xml as a bring-your-own robot, stepped as EnvPool's Ant-v4 steps it (5 physics steps)."""
+    import dataclasses
+
+    mjcf = os.path.join(os.path.dirname(gym.__file__), "envs", "mujoco", "assets", "ant.xml")
+    path, _ = init_robot(mjcf, os.path.join(out_dir, "ant.yaml"), kp=50.0, kd=1.0)
+    return dataclasses.replace(load_robot(path), decimation=5)
+
+
+def envpool_rate(num_envs: int, threads: int, seconds: float) -> float:
+    """EnvPool's synchronous step over all envs (batch = envs) on `threads` threads."""
+    import envpool
+
+    env = envpool.make_gymnasium("Ant-v4", num_envs=num_envs, batch_size=num_envs, num_threads=threads, seed=0)
+    env.reset()
+    zeros = np.zeros((num_envs, 8), np.float32)
+    result = rate(lambda: env.step(zeros), num_envs, seconds)
+    env.close()
+    return result
+
+
 def twin_rates(spec: RobotSpec, env_counts: tuple[int, ...], seconds: float, threads: int) -> dict:
     """{envs: (env-steps/s, ceiling env-steps/s)}. The two are measured in alternating windows on the same
     batch, and the medians kept, so a load change on the machine hits both alike."""
@@ -158,6 +185,17 @@ def main() -> None:
                 }
         print(f"{'':>10} gymnasium SyncVectorEnv (16 envs, same MJCF, obs and rewards): {gym_rate:,.0f} env-steps/s")
     print(f"ceiling = {threads} threads x single-thread mj_step rate on the same batch / decimation")
+    with tempfile.TemporaryDirectory() as tmp:
+        ant = ant_robot(tmp)
+        ant_envs = 64 if args.quick else 256
+        pool = envpool_rate(ant_envs, threads, seconds)
+        ((twin_ant, _),) = twin_rates(ant, (ant_envs,), seconds, threads).values()
+    print(
+        f"{'ant':>10} {ant_envs:>6} {twin_ant:>12,.0f}  twin on gymnasium's ant.xml via robot init; EnvPool Ant-v4 "
+        f"{pool:,.0f} env-steps/s ({threads} threads): {twin_ant / pool:.2f}x"
+    )
+    load = os.getloadavg()[0]
+    print(f"load average (1 min): {load:.2f} on {threads} CPUs")
     print(
         json.dumps(
             {
@@ -166,7 +204,12 @@ def main() -> None:
                 "envs": 256,
                 **summary,
                 "baseline": "gymnasium SyncVectorEnv",
+                "ant_envs": ant_envs,
+                "ant_steps_per_s": round(twin_ant),
+                "envpool_ant_steps_per_s": round(pool),
+                "ratio_vs_envpool": round(twin_ant / pool, 2),
                 "threads": threads,
+                "load_avg_1m": round(load, 2),
                 "quick": args.quick,
             }
         )

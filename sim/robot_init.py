@@ -178,9 +178,11 @@ def _actuated_joints(model: mujoco.MjModel, mjcf: Path, d: RobotDraft) -> tuple[
             raise RobotConfigError(f"{mjcf}: joint {model.joint(j).name} has more than one actuator")
         if not model.joint(j).name:
             raise RobotConfigError(f"{mjcf}: actuator {label} drives an unnamed joint: name it")
-        if model.actuator_gear[a, 0] != 1:
+        if model.actuator_gear[a, 0] != 1 and _kind(model, a) != "motor":  # a motor's gear is its torque scale
             gear = model.actuator_gear[a, 0]
-            raise RobotConfigError(f"{mjcf}: actuator {label} has gear {gear:g}: robot init reads gear-1 actuators")
+            raise RobotConfigError(
+                f"{mjcf}: actuator {label} has gear {gear:g}: robot init reads gear-1 position and velocity actuators"
+            )
         joints.append(j)
         kinds.add(_kind(model, a))
     if "other" in kinds or len(kinds) > 1:
@@ -241,7 +243,7 @@ def _torque_limits(
     model: mujoco.MjModel, mjcf: Path, joints: list[int], d: RobotDraft, torque_limit: float | None
 ) -> None:
     """The flag, else per joint: the actuator's force range, the joint's actuator force range, a motor's control
-    range."""
+    range times its gear."""
     if torque_limit is not None:
         d.set("torque_limit", float(torque_limit), "N m, from --torque-limit")
         return
@@ -253,7 +255,7 @@ def _torque_limits(
         elif model.jnt_actfrclimited[j]:
             lo, hi = model.jnt_actfrcrange[j]
         elif a is not None and _kind(model, a) == "motor" and model.actuator_ctrllimited[a]:
-            lo, hi = model.actuator_ctrlrange[a]
+            lo, hi = model.actuator_ctrlrange[a] * model.actuator_gear[a, 0]  # torque = gear * control
         else:
             raise RobotConfigError(f"{mjcf}: joint {name} has no force range: give --torque-limit")
         limit = float(min(-lo, hi))

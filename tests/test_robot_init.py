@@ -201,6 +201,20 @@ def test_an_mjcf_without_actuators_takes_the_gains_from_flags(tmp_path):
     assert any(line.startswith("guessed: no actuators") for line in draft.notes)
 
 
+def test_gymnasiums_ant_with_geared_motors_comes_in_with_its_motor_torques(tmp_path):
+    """The robot benchmarks/twin_throughput.py sets beside EnvPool: motors (gear 150, ctrl in [-1, 1]) carry no PD
+    gains, so kp and kd are flags, and a motor's torque limit is its control range times its gear."""
+    import gymnasium
+
+    ant = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / "ant.xml"
+    with pytest.raises(RobotConfigError, match="motor .torque. actuators, which carry no PD gains"):
+        init_robot(ant, tmp_path / "ant.yaml")
+    out, _ = init_robot(ant, tmp_path / "ant.yaml", kp=50, kd=1)
+    spec = load_robot(out)
+    assert spec.torque_limit == (150.0,) * 8 and spec.base_body == "torso" and len(spec.feet) == 4
+    assert spec.joints[:2] == ("hip_4", "ankle_4")  # actuator order
+
+
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
