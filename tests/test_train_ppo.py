@@ -88,3 +88,26 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
 def test_bad_config_values_name_the_key(overrides, message):
     with pytest.raises(ConfigError, match=message):
         PPOConfig.for_robot("rover", **overrides)
+
+
+def test_a_time_budget_evaluates_its_last_iteration_and_can_reach_the_threshold_there(tmp_path):
+    """The quick loop's cap once stopped one iteration before the evaluation that would have passed: the
+    iteration a time budget ends on is an evaluation point, and a pass there records the threshold."""
+    cfg = PPOConfig.for_robot(
+        "rover",
+        num_envs=16,
+        num_steps_per_env=8,
+        iterations=1000,
+        eval_every=50,  # far beyond the budget: only the time-limited stop evaluates
+        eval_envs=4,
+        eval_seconds=0.5,
+        threshold={"vx": 100.0, "wz": 100.0},  # any policy passes: what is tested is when it is judged
+        max_seconds=1e-3,
+        run_root=str(tmp_path),
+        export=False,
+    )
+    runner = PPORunner(cfg, tmp_path / "run")
+    summary = runner.learn()
+    runner.close()
+    assert summary["status"] == "time_limit" and summary["iteration"] == 1
+    assert summary["threshold"] is not None and summary["threshold"]["iteration"] == 1

@@ -228,8 +228,10 @@ class PPORunner:
 
     def _rank0_stop(self, metrics: dict, wall: float) -> str | None:
         cfg = self.cfg
+        out_of_time = cfg.max_seconds is not None and self.train_seconds >= cfg.max_seconds
         due = cfg.eval_every and self.iteration % cfg.eval_every == 0
-        if due or self.iteration >= cfg.iterations:
+        # the last iteration a time budget allows is evaluated too: its result decides the budget's threshold
+        if due or out_of_time or self.iteration >= cfg.iterations:
             result = self.evaluate()
             metrics.update({f"Eval/{k}": float(v) for k, v in result.as_dict().items()})
             if result.passed and self.threshold is None:
@@ -243,9 +245,7 @@ class PPORunner:
                     self.monitor.event("threshold", self.iteration, **self.threshold, vx=result.vx, wz=result.wz)
             if result.passed and cfg.stop_at_threshold:
                 return "threshold"
-        if cfg.max_seconds is not None and self.train_seconds >= cfg.max_seconds:
-            return "time_limit"
-        return None
+        return "time_limit" if out_of_time else None
 
     def _agree(self, stop: str | None) -> str | None:
         """Every rank takes rank 0's stop decision."""
