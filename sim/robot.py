@@ -257,9 +257,10 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
     return mj
 
 
-def build_model(spec: RobotSpec) -> mujoco.MjModel:
-    """Compile the robot with its actuators' PD law set from the YAML."""
-    mj = build_mjspec(spec)
+def build_model(spec: RobotSpec, mj: mujoco.MjSpec | None = None) -> mujoco.MjModel:
+    """Compile the robot with its actuators' PD law set from the YAML; `mj`: build_mjspec(spec) with additions
+    (the MuJoCo backend's foot sensors), None: build_mjspec(spec) as it is."""
+    mj = build_mjspec(spec) if mj is None else mj
     try:
         model = mj.compile()
     except ValueError as e:
