@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.gait import moving
 from sim.tasks.terms.context import TermContext
-
-STILL_COMMAND = 0.01  # |(vx, vy, wz)| at or below this is a stand-still command (Playground's threshold)
 
 
 def tracking_lin_vel(ctx: TermContext, sigma: float) -> np.ndarray:
@@ -62,7 +61,7 @@ def termination(ctx: TermContext) -> np.ndarray:
 
 def _moving(ctx: TermContext) -> np.ndarray:
     """[N] 1.0 where the command asks to move, else 0.0."""
-    return (np.linalg.norm(ctx.commands, axis=1) > STILL_COMMAND).astype(np.float64)
+    return moving(ctx.commands).astype(np.float64)
 
 
 def feet_air_time(ctx: TermContext, threshold: float) -> np.ndarray:
