@@ -37,8 +37,9 @@ def feet(contact, pos_z=0.02, vel=(0.0, 0.0, 0.0)):
     }
 
 
-def reward(name, tracker, command=(0.5, 0.0, 0.0), joint_vel=0.0, **params):
-    state = {"joint_pos": np.array([QUAD.default_pose]), "joint_vel": np.full((1, 12), joint_vel)}
+def reward(name, tracker, command=(0.5, 0.0, 0.0), joint_vel=0.0, bend=0.0, **params):
+    """The term `name` for one env at the default pose (joints `bend` rad off it) moving its joints at joint_vel."""
+    state = {"joint_pos": np.array([QUAD.default_pose]) + bend, "joint_vel": np.full((1, 12), joint_vel)}
     ctx = TermContext(QUAD, state, commands=np.array([command]), torques=np.full((1, 12), 2.0), feet=tracker)
     return float(REWARDS[name](ctx, **params)[0])
 
@@ -73,9 +74,9 @@ def test_slip_is_the_speed_of_the_feet_in_contact_and_clearance_wants_moving_fee
 def test_pose_stand_still_and_energy():
     t = FootTracker(1, 4, DT, contact_force_n=1.0)
     assert reward("pose", t, joint_weights=(1.0, 1.0, 0.1) * 4) == pytest.approx(1.0)  # at the default pose
-    assert reward("stand_still", t, command=(0.0, 0.0, 0.0)) == 0.0  # still
-    assert reward("stand_still", t, command=(0.0, 0.0, 0.0), joint_vel=0.5) == pytest.approx(6.0)
-    assert reward("stand_still", t, command=(0.5, 0.0, 0.0), joint_vel=0.5) == 0.0  # asked to move
+    assert reward("stand_still", t, command=(0.0, 0.0, 0.0)) == 0.0  # standing still in its default pose
+    assert reward("stand_still", t, command=(0.0, 0.0, 0.0), bend=-0.1) == pytest.approx(1.2)
+    assert reward("stand_still", t, command=(0.5, 0.0, 0.0), bend=-0.1) == 0.0  # asked to move
     assert reward("energy", t, joint_vel=-0.5) == pytest.approx(12 * 2.0 * 0.5)
 
 

@@ -100,8 +100,10 @@ def pose(ctx: TermContext, joint_weights: float | tuple[float, ...] = 1.0) -> np
 
 
 def stand_still(ctx: TermContext) -> np.ndarray:
-    """Sum of |joint velocity| (rad/s) while the command is zero: stand still when asked to."""
-    return np.sum(np.abs(ctx.state["joint_vel"]), axis=1) * (1.0 - _moving(ctx))
+    """Sum of |q - q0| (rad) while the command is zero (legged_gym, Playground): asked to stand, the robot stands
+    still in its default pose, where this is 0."""
+    dev = ctx.state["joint_pos"] - np.asarray(ctx.robot.default_pose)
+    return np.sum(np.abs(dev), axis=1) * (1.0 - _moving(ctx))
 
 
 def energy(ctx: TermContext) -> np.ndarray:
