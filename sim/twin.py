@@ -112,13 +112,14 @@ class BatchedTwin(gym.vector.VectorEnv):
         self._target_history[0] = self._targets(actions)
         self.backend.step(self._substep_targets())
         state = self.backend.state()
-        if self.feet is not None:
-            self.feet.update(self.backend.feet())
 
         fault = ~np.all(np.isfinite(np.concatenate(list(state.values()), axis=1)), axis=1)
         if fault.any():
             self.physics_fault_count += int(fault.sum())
-            state = {k: np.where(fault[:, None], 0.0, v) for k, v in state.items()}
+            state = _zero_rows(state, fault)
+        if self.feet is not None:
+            feet = self.backend.feet()
+            self.feet.update(_zero_rows(feet, fault) if fault.any() else feet)
         self.episode_length += 1
         terminated = self.task.terminated(state) | fault
         truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
@@ -310,3 +311,8 @@ class BatchedTwin(gym.vector.VectorEnv):
                     s["joint_pos"][due],
                     s["joint_vel"][due],
                 )
+
+
+def _zero_rows(arrays: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays with the rows (envs) of a physics fault set to zero: no NaN reaches the terms."""
+    return {k: np.where(rows.reshape((-1,) + (1,) * (v.ndim - 1)), 0.0, v) for k, v in arrays.items()}
