@@ -2,7 +2,8 @@
 log (MCAP -> arrays) are all scored by the same code.
 
 A trajectory is a set of arrays over T control steps (the policy's period `dt`), optionally with leading batch
-axes (E episodes): vectors are (..., T, k), flags are (..., T). Every KPI is "lower is better":
+axes (E episodes): vectors are (..., T, k), flags are (..., T). Every KPI is "lower is better", except the three
+that describe a gait (DESCRIPTIVE_KPIS: not gated):
 
 | KPI | unit | definition |
 |---|---|---|
@@ -14,6 +15,13 @@ axes (E episodes): vectors are (..., T, k), flags are (..., T). Every KPI is "lo
 | peak_torque_ratio | 1 | largest abs(torque) / torque limit (1.0 = a motor at its limit) |
 | energy_j | J | positive mechanical work of the motors, sum of abs(tau * qd) * dt |
 | safety_interventions | steps | steps on which the safety filter changed the policy's action (clamp, rate limit, NaN) |
+| mean_air_time_s | s | mean duration of the feet's completed flights (sim.gait) |
+| duty_factor | 1 | share of the time a foot is in stance, averaged over feet |
+| trot_index | 1 | share of stance time with one diagonal pair down and the other up (four feet) |
+| foot_slip_m_s | m/s | mean horizontal speed of the feet in contact |
+| cost_of_transport | 1 | energy_j / (m g distance) over the steps with a motion command (sim.gait) |
+
+The gait KPIs need the foot contacts (a robot with feet on a backend that senses them); the field logs carry none.
 
 Scored steps are the steps before the first fall; the tracking errors also skip the first `settle_s` after the
 start and after every change of the command (the response time a step command needs).
@@ -25,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim import gait
+
 KPI_UNITS = {
     "tracking_error_lin": "m/s",
     "tracking_error_ang": "rad/s",
@@ -34,8 +44,15 @@ KPI_UNITS = {
     "peak_torque_ratio": "1",
     "energy_j": "J",
     "safety_interventions": "steps",
+    "mean_air_time_s": "s",
+    "duty_factor": "1",
+    "trot_index": "1",
+    "foot_slip_m_s": "m/s",
+    "cost_of_transport": "1",
 }
 KPI_NAMES = tuple(KPI_UNITS)
+GAIT_KPIS = ("mean_air_time_s", "duty_factor", "trot_index", "foot_slip_m_s", "cost_of_transport")
+DESCRIPTIVE_KPIS = ("mean_air_time_s", "duty_factor", "trot_index")  # describe the gait: neither side is worse
 JOINT_LIMIT_TOL = 0.02  # rad: MuJoCo's soft joint limits let a joint sink this far into its range end
 ACTION_TOL = 1e-6  # an action the filter moved by less than this was not changed (float32 round trip)
 
@@ -57,6 +74,8 @@ class Trajectory:
     actions: np.ndarray | None = None  # (..., T, n) after it
     base_height: np.ndarray | None = None  # (..., T) unknown on most robots (no motion capture)
     fell: np.ndarray | None = None  # (..., T) falls detected elsewhere (the twin's terminations)
+    foot_contact: np.ndarray | None = None  # (..., T, F) bool, feet in the robot YAML's order
+    foot_speed: np.ndarray | None = None  # (..., T, F) horizontal foot speed (m/s)
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,7 @@ class RobotLimits:
     torque_limit: np.ndarray  # (n,) N m
     max_tilt_rad: float
     min_base_height: float
+    mass_kg: float | None = None  # the whole robot (cost of transport)
 
 
 def fall_flags(
@@ -167,4 +187,24 @@ def episode_kpis(traj: Trajectory, limits: RobotLimits, settle_s: float = 0.5) -
         out["energy_j"] = energy(traj.torques, traj.joint_vel, traj.dt, scored)
     if traj.actions_raw is not None and traj.actions is not None:
         out["safety_interventions"] = safety_interventions(traj.actions_raw, traj.actions, scored)
+    if traj.foot_contact is not None:
+        out.update(gait_kpis(traj, limits, scored))
+    return out
+
+
+def gait_kpis(traj: Trajectory, limits: RobotLimits, scored: np.ndarray) -> dict[str, np.ndarray]:
+    """The GAIT_KPIS the trajectory allows (trot_index: four feet; cost_of_transport: torques and a mass)."""
+    contact = traj.foot_contact.astype(bool)
+    out = {
+        "mean_air_time_s": gait.mean_air_time(contact, scored, traj.dt),
+        "duty_factor": gait.duty_factor(contact, scored),
+    }
+    if contact.shape[-1] == 4:
+        out["trot_index"] = gait.trot_index(contact, scored)
+    if traj.foot_speed is not None:
+        out["foot_slip_m_s"] = gait.foot_slip(traj.foot_speed, contact, scored)
+    if traj.torques is not None and limits.mass_kg is not None:
+        move = scored & gait.moving(traj.commands)
+        work = energy(traj.torques, traj.joint_vel, traj.dt, move)
+        out["cost_of_transport"] = gait.cost_of_transport(work, traj.base_lin_vel, traj.dt, limits.mass_kg, move)
     return out

@@ -298,9 +298,10 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
     return mj
 
 
-def build_model(spec: RobotSpec) -> mujoco.MjModel:
-    """Compile the robot with its actuators' PD law set from the YAML."""
-    model = compile_mjspec(build_mjspec(spec), spec.mjcf)
+def build_model(spec: RobotSpec, mj: mujoco.MjSpec | None = None) -> mujoco.MjModel:
+    """Compile the robot with its actuators' PD law set from the YAML; `mj`: build_mjspec(spec) with additions
+    (the MuJoCo backend's foot sensors), None: build_mjspec(spec) as it is."""
+    model = compile_mjspec(build_mjspec(spec) if mj is None else mj, spec.mjcf)
     base = model.body(spec.base_body)
     if model.body_jntnum[base.id] != 1 or model.jnt_type[model.body_jntadr[base.id]] != mujoco.mjtJoint.mjJNT_FREE:
         raise RobotConfigError(f"{spec.mjcf}: base_body {spec.base_body!r} needs exactly one free joint")

@@ -4,6 +4,8 @@ Batch arrays in and out, control decimation (one env-step = `decimation` physics
 same step (the finished episode's last observation is in info["final_obs"]), domain randomisation per env,
 actuation latency at physics-step resolution, and non-finite actions replaced by the safe action and counted.
 What is observed, rewarded and terminated, the commands and the reset distribution are the task's (sim.tasks).
+For a robot with feet on a backend that senses them (sim.backends.FOOT_BACKENDS), `feet` is the foot state
+(contacts, air time, landings; sim.tasks.terms.FootTracker), updated every step and reset with the envs.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from sim.backends import make_backend
+from sim.backends import FOOT_BACKENDS, make_backend
+from sim.errors import SimError
 from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
 from sim.robot import RobotSpec, load_robot, pd_torques, scaled_gains
 from sim.tasks import VelocityTaskConfig, VelocityTrackingTask, load_task
+from sim.tasks.terms import FootTracker
 
 _SNAPSHOT_ARRAYS = ("commands", "actions", "last_actions", "episode_length", "episode_return")
 
@@ -48,6 +52,11 @@ class BatchedTwin(gym.vector.VectorEnv):
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.num_envs = num_envs
         cfg = task if isinstance(task, VelocityTaskConfig) else load_task(self.spec, task)
+        if cfg.foot_terms and backend not in FOOT_BACKENDS:
+            raise SimError(
+                f"the {backend} backend senses no feet, and the task's rewards {', '.join(cfg.foot_terms)} need them; "
+                f"use a backend of {', '.join(FOOT_BACKENDS)} or drop those terms"
+            )
         self.task = VelocityTrackingTask(self.spec, cfg)
         self.randomization = cfg.randomization if randomization is None else randomization
         self.backend = make_backend(backend, self.spec, num_envs, nthread=nthread)
@@ -78,6 +87,11 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.physics_fault_count = 0
         self._target_history = np.zeros((self._history_len, num_envs, nu))
         self._obs = np.zeros((num_envs, self.task.obs_dim), np.float32)
+        self.feet = (
+            FootTracker(num_envs, len(spec.feet), spec.control_dt, cfg.feet.contact_force_n)
+            if spec.feet and backend in FOOT_BACKENDS
+            else None
+        )
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -102,7 +116,10 @@ class BatchedTwin(gym.vector.VectorEnv):
         fault = ~np.all(np.isfinite(np.concatenate(list(state.values()), axis=1)), axis=1)
         if fault.any():
             self.physics_fault_count += int(fault.sum())
-            state = {k: np.where(fault[:, None], 0.0, v) for k, v in state.items()}
+            state = _zero_rows(state, fault)
+        if self.feet is not None:
+            feet = self.backend.feet()
+            self.feet.update(_zero_rows(feet, fault) if fault.any() else feet)
         self.episode_length += 1
         terminated = self.task.terminated(state) | fault
         truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
@@ -110,7 +127,7 @@ class BatchedTwin(gym.vector.VectorEnv):
         kp, kd = scaled_gains(spec, self.params.kp_scale, self.params.kd_scale)
         torques = pd_torques(spec, state, self._target_history[0], kp, kd, self.params.motor_strength)
         terms = self.task.reward_terms(
-            state, self.commands, actions, self.last_actions, torques, joint_vel_before, terminated
+            state, self.commands, actions, self.last_actions, torques, joint_vel_before, terminated, self.feet
         )
         rewards = np.sum(list(terms.values()), axis=0)
         for k, v in terms.items():
@@ -191,6 +208,7 @@ class BatchedTwin(gym.vector.VectorEnv):
             # PCG64's state holds 128-bit integers: JSON keeps them exact
             "rng": json.dumps(self.rng.bit_generator.state),
             "counters": {"nan_action_count": self.nan_action_count, "physics_fault_count": self.physics_fault_count},
+            "feet": {} if self.feet is None else self.feet.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -209,6 +227,8 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.rng.bit_generator.state = json.loads(state["rng"])
         for k, v in state["counters"].items():
             setattr(self, k, int(v))
+        if self.feet is not None:
+            self.feet.load_state_dict(state["feet"])
 
     # ------------------------------------------------------------------ internals
     def _check_actions(self, actions) -> np.ndarray:
@@ -254,6 +274,8 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.backend.set_state(ids, *self.task.reset_state(k, self.rng))
         self.actions[ids] = 0.0
         self.last_actions[ids] = 0.0
+        if self.feet is not None:
+            self.feet.reset(ids)
         self._target_history[:, ids] = self._targets(np.zeros((k, spec.num_actions)))
         self.episode_length[ids] = 0
         self.episode_return[ids] = 0.0
@@ -283,3 +305,8 @@ class BatchedTwin(gym.vector.VectorEnv):
                     s["joint_pos"][due],
                     s["joint_vel"][due],
                 )
+
+
+def _zero_rows(arrays: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays with the rows (envs) of a physics fault set to zero: no NaN reaches the terms."""
+    return {k: np.where(rows.reshape((-1,) + (1,) * (v.ndim - 1)), 0.0, v) for k, v in arrays.items()}

@@ -49,13 +49,25 @@ def rover_weights(gain: float) -> np.ndarray:
 
 
 def export_rover_policy(out_dir: str | Path, gain: float = 1.0) -> Path:
-    spec = load_robot("rover")
+    return export_linear_policy(out_dir, "rover", rover_weights(gain), f"linear-rover-gain{gain:g}")
+
+
+def export_standing_quadruped(out_dir: str | Path) -> Path:
+    """The quadruped policy that always outputs zero: it holds the default pose, all four feet down."""
+    spec = load_robot("quadruped")
+    obs_dim = sum(t.size for t in load_task(spec).obs_terms(spec.num_actions))
+    return export_linear_policy(out_dir, "quadruped", np.zeros((obs_dim, spec.num_actions), np.float32), "standing")
+
+
+def export_linear_policy(out_dir: str | Path, robot: str, weights: np.ndarray, run_id: str) -> Path:
+    """An artifact whose policy is actions = obs @ weights (weights: (obs_dim, num_actions))."""
+    spec = load_robot(robot)
     graph = helper.make_graph(
         [helper.make_node("MatMul", [INPUT_NAME, "w"], [OUTPUT_NAME])],
-        "linear_rover",
-        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", 16])],
-        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", 2])],
-        [numpy_helper.from_array(rover_weights(gain), "w")],
+        f"linear_{robot}",
+        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", weights.shape[0]])],
+        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", weights.shape[1]])],
+        [numpy_helper.from_array(weights, "w")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=10)  # ORT reads <= 13
     onnx.checker.check_model(model, full_check=True)
@@ -64,7 +76,7 @@ def export_rover_policy(out_dir: str | Path, gain: float = 1.0) -> Path:
         spec.to_dict(),
         load_task(spec).obs_terms(spec.num_actions),
         onnx_sha256=sha256_bytes(data),
-        run_id=f"linear-rover-gain{gain:g}",
+        run_id=run_id,
         opset=OPSET,
         target_limits=joint_target_limits(spec),
         clip_actions=10.0,

@@ -43,9 +43,17 @@ def test_each_robot_has_its_task_yaml_and_it_is_read():
         "joint_vel",
         "last_action",
     ]
-    # apart from the fall heights (and the rover's shorter episodes), both are the default legged_gym task
-    assert q == dataclasses.replace(default_task(quad), terminations=q.terminations)
-    assert q.rewards == default_task(quad).rewards == r.rewards
+    # apart from the fall heights, the rover's shorter episodes and the quadruped's rewards (Playground's Go1
+    # joystick weights and gait terms), both are the default legged_gym task
+    assert q == dataclasses.replace(default_task(quad), terminations=q.terminations, rewards=q.rewards)
+    assert r.rewards == default_task(rover).rewards
+    assert {k: t.weight for k, t in q.rewards.items() if k.startswith("feet_")} == {
+        "feet_clearance": -2.0,
+        "feet_height": -0.2,
+        "feet_slip": -0.1,
+        "feet_air_time": 0.1,
+    }
+    assert q.rewards["pose"].params["joint_weights"] == (1.0, 1.0, 0.1) * 4 and q.feet.contact_force_n == 1.0
 
 
 def test_robot_does_not_import_the_tasks():
@@ -72,7 +80,7 @@ def test_weights_params_and_dropped_terms_change_what_the_twin_reports(tmp_path,
         _, rew, _, _, info = twin.step(np.full((3, 12), 0.5))
         return rew, info["reward_terms"]
 
-    base_rew, base = first_step(None)
+    base_rew, base = first_step(default_task(quadruped))  # what the YAML edits
     rew, terms = first_step(path)
     assert set(base) - set(terms) == {"torques", "termination"}  # dropped, and turned off by a zero weight
     np.testing.assert_allclose(terms["lin_vel_z"], 2.0 * base["lin_vel_z"])
@@ -139,6 +147,9 @@ def test_resampling_follows_the_task_period(tmp_path, quadruped):
         ("randomization: {friction: high}", r"randomization: friction must be a finite \[low, high\]"),
         ("reset: {yaw: 1.0}", r"reset: unknown key\(s\) yaw"),
         ("episode_length_s: 0", r"episode_length_s must be > 0"),
+        ("feet: {contact_force_n: 0}", r"task.yaml: feet: contact_force_n must be a positive number, got 0.0"),
+        ("feet: {threshold: 1}", r"task.yaml: feet: unknown"),
+        ("rewards: {pose: {weight: 1, params: {joint_weights: [1, 2]}}}", r"joint_weights: 2 values for robot .* 12"),
         ("curriculum: {}", r"task.yaml: unknown key\(s\) curriculum; known: observations, rewards"),
         ("- rewards", r"task.yaml: expected a mapping of task sections"),
     ],

@@ -1,6 +1,7 @@
 """The batched MuJoCo twin: shapes, auto-reset, determinism, randomisation, physical sanity, bad input, and the
 rewards and observations pinned to what the twin gave before the task had its own config."""
 
+import dataclasses
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 from sim.controllers import DiffDriveController, StandController
 from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
 from sim.robot import load_robot
-from sim.tasks import load_task
+from sim.tasks import default_task, load_task
 from sim.twin import BatchedTwin
 
 NOMINAL = RandomizationConfig(enabled=False)
@@ -100,7 +101,10 @@ PINNED = {
 
 
 def test_rewards_observations_and_commands_match_the_pinned_values(robot):
-    twin = BatchedTwin(robot, num_envs=2, seed=0)
+    # pinned with legged_gym's rewards (default_task), which the quadruped's task YAML held before its gait terms
+    spec = load_robot(robot)
+    task = dataclasses.replace(load_task(spec), rewards=default_task(spec).rewards)
+    twin = BatchedTwin(spec, num_envs=2, seed=0, task=task)
     twin.reset()
     rng = np.random.default_rng(0)
     for _ in range(5):
@@ -179,7 +183,8 @@ def test_fall_terminates_and_resets_only_that_env():
     _, rew, term, trunc, info = twin.step(np.zeros((2, 12)))
     assert term.tolist() == [True, False]
     assert info["episode"]["env_ids"].tolist() == [0]
-    assert info["reward_terms"]["termination"][0] == pytest.approx(-5.0 * twin.spec.control_dt)  # weight * dt
+    weight = twin.task.weights["termination"]
+    assert info["reward_terms"]["termination"][0] == pytest.approx(weight * twin.spec.control_dt)  # weight * dt
     assert info["reward_terms"]["termination"][1] == 0
     assert twin.backend.state()["base_pos"][0, 2] == pytest.approx(twin.spec.base_height)
 

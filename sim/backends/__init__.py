@@ -11,8 +11,9 @@ if TYPE_CHECKING:  # annotations only: importing BACKENDS (CLI choices) must not
     from sim.robot import RobotSpec
 
 BACKENDS = ("mujoco", "newton", "isaacsim")
+FOOT_BACKENDS = ("mujoco",)  # the backends whose feet() gives foot contacts (TwinBackend.feet)
 
-__all__ = ["BACKENDS", "TwinBackend", "make_backend"]
+__all__ = ["BACKENDS", "FOOT_BACKENDS", "TwinBackend", "make_backend"]
 
 
 def make_backend(name: str, spec: RobotSpec, num_envs: int, nthread: int | None = None) -> TwinBackend:

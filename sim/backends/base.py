@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.errors import SimError
 from sim.randomization import PhysicsParams
 
 if TYPE_CHECKING:  # annotations only: importing sim.backends (its BACKENDS) must not load MuJoCo
@@ -45,6 +46,14 @@ class TwinBackend(ABC):
     def state(self) -> dict[str, np.ndarray]:
         """base_pos, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel; leading axis num_envs.
         Fresh arrays each call: stepping never changes what an earlier call returned."""
+
+    def feet(self) -> dict[str, np.ndarray]:
+        """Per foot of `spec.feet`, in that order: contact_force [N, F] (N, the net contact force of the foot geom
+        against the world's geoms: floor, terrain), pos [N, F, 3] and vel [N, F, 3] (the foot geom's centre, world
+        frame). Fresh arrays each call. Backends without foot sensing raise a SimError (see FOOT_BACKENDS)."""
+        raise SimError(
+            f"the {type(self).__name__} gives no foot contacts; foot terms and gait KPIs need the mujoco backend"
+        )
 
     def raw_state(self) -> np.ndarray:
         """The engine's complete state of every env (a copy), for exact snapshots; see load_raw_state."""

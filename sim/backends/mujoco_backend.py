@@ -1,5 +1,9 @@
 """MuJoCo backend: one MjModel per env (so each env can carry its own randomised physics), stepped together
-by MuJoCo's multi-threaded `rollout` on flat state arrays; no Python loop over envs on the hot path."""
+by MuJoCo's multi-threaded `rollout` on flat state arrays; no Python loop over envs on the hot path.
+
+Feet (TwinBackend.feet) come from sensors added per foot geom: a contact sensor against the world body (net force,
+world frame), the geom's position and linear velocity. rollout records the sensordata of each mj_step, which MuJoCo
+evaluates before integrating: the feet are one physics step (sim_dt) behind the state after a step."""
 
 from __future__ import annotations
 
@@ -12,19 +16,37 @@ from mujoco import rollout
 
 from sim.backends.base import TwinBackend
 from sim.randomization import PhysicsParams
-from sim.robot import RobotSpec, build_model, scaled_gains, set_pd_gains
+from sim.robot import RobotSpec, build_mjspec, build_model, scaled_gains, set_pd_gains
 
 _FULL = mujoco.mjtState.mjSTATE_FULLPHYSICS.value
 _CTRL = mujoco.mjtState.mjSTATE_CTRL.value
 # envs per thread-pool job; None keeps rollout's default, max(1, num_envs / (10 * nthread))
 ROLLOUT_CHUNK: int | None = None
+# the contact sensor's data fields and reduction (MuJoCo's sensor/contact: intprm = data bits, reduce, num)
+_FIELD = mujoco.mjtConDataField
+_CONTACT_DATA = (1 << _FIELD.mjCONDATA_FOUND.value) | (1 << _FIELD.mjCONDATA_FORCE.value)
+_REDUCE_NETFORCE = 3
+
+
+def _add_foot_sensors(mj: mujoco.MjSpec, feet: tuple[str, ...]) -> None:
+    """Per foot geom: <foot>_contact (found, net force against the world body's geoms), <foot>_pos, <foot>_vel."""
+    for foot in feet:
+        contact = mj.add_sensor(name=f"{foot}_contact", type=mujoco.mjtSensor.mjSENS_CONTACT)
+        contact.objtype, contact.objname = mujoco.mjtObj.mjOBJ_GEOM, foot
+        contact.reftype, contact.refname = mujoco.mjtObj.mjOBJ_BODY, "world"
+        contact.intprm[:3] = [_CONTACT_DATA, _REDUCE_NETFORCE, 1]
+        for suffix, kind in (("pos", mujoco.mjtSensor.mjSENS_FRAMEPOS), ("vel", mujoco.mjtSensor.mjSENS_FRAMELINVEL)):
+            sensor = mj.add_sensor(name=f"{foot}_{suffix}", type=kind)
+            sensor.objtype, sensor.objname = mujoco.mjtObj.mjOBJ_GEOM, foot
 
 
 class MujocoBackend(TwinBackend):
     def __init__(self, spec: RobotSpec, num_envs: int, nthread: int | None = None):
         self.spec = spec
         self.num_envs = num_envs
-        self.base_model = build_model(spec)
+        mj = build_mjspec(spec)
+        _add_foot_sensors(mj, spec.feet)
+        self.base_model = build_model(spec, mj)
         self.models = [copy.copy(self.base_model) for _ in range(num_envs)]
         m = self.base_model
         nthread = min(os.cpu_count() or 1, num_envs) if nthread is None else nthread
@@ -51,6 +73,12 @@ class MujocoBackend(TwinBackend):
         self._inertia0 = m.body_inertia[base].copy()
         self._out = None
         self._sensordata = None
+        adr = {name: int(m.sensor_adr[m.sensor(name).id]) for name in (m.sensor(i).name for i in range(m.nsensor))}
+        self._force_cols = np.array([[adr[f"{f}_contact"] + 1 + k for k in range(3)] for f in spec.feet], int)
+        self._pos_cols = np.array([[adr[f"{f}_pos"] + k for k in range(3)] for f in spec.feet], int)
+        self._vel_cols = np.array([[adr[f"{f}_vel"] + k for k in range(3)] for f in spec.feet], int)
+        self._sensors = np.zeros((num_envs, m.nsensordata))  # at the last physics step
+        self._sensors_fresh = np.zeros(num_envs, bool)  # False: the state was set since; feet() recomputes
 
     def step(self, targets: np.ndarray) -> None:
         nstep = targets.shape[1]
@@ -71,9 +99,12 @@ class MujocoBackend(TwinBackend):
             chunk_size=ROLLOUT_CHUNK,
         )
         self._state[:] = self._out[:, -1]
+        self._sensors[:] = self._sensordata[:, -1]
+        self._sensors_fresh[:] = True
 
     def reset(self, env_ids: np.ndarray) -> None:
         self._state[env_ids] = self._state0
+        self._sensors_fresh[env_ids] = False
 
     def set_state(self, env_ids, base_pos, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel) -> None:
         s = self._state
@@ -83,6 +114,7 @@ class MujocoBackend(TwinBackend):
         s[np.ix_(env_ids, qpos_cols)] = np.concatenate([base_pos, base_quat, joint_pos], axis=1)
         s[np.ix_(env_ids, qvel_cols)] = np.concatenate([base_lin_vel, base_ang_vel, joint_vel], axis=1)
         s[env_ids, 0] = 0.0  # time
+        self._sensors_fresh[env_ids] = False
 
     def set_params(self, env_ids: np.ndarray, params: PhysicsParams) -> None:
         spec, nu = self.spec, self.spec.num_actions
@@ -116,6 +148,18 @@ class MujocoBackend(TwinBackend):
         if np.shape(state) != self._state.shape:
             raise ValueError(f"physics state of shape {np.shape(state)}, this model needs {self._state.shape}")
         self._state[:] = state
+        self._sensors_fresh[:] = False
+
+    def feet(self) -> dict[str, np.ndarray]:
+        for i in np.flatnonzero(~self._sensors_fresh):  # only envs set since the last step (resets, pushes)
+            self._sensors[i] = self.mjdata(i).sensordata
+        self._sensors_fresh[:] = True
+        s = self._sensors
+        return {
+            "contact_force": np.linalg.norm(s[:, self._force_cols], axis=-1),
+            "pos": s[:, self._pos_cols],
+            "vel": s[:, self._vel_cols],
+        }
 
     def mjdata(self, env_id: int) -> mujoco.MjData:
         """A fresh MjData holding env `env_id`'s current state (for viewers, debugging and benchmarks)."""

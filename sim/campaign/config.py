@@ -17,7 +17,7 @@ from edge.resources import config_path
 from edge.runtime import BACKENDS as RUNTIMES
 from sim.backends import BACKENDS
 from sim.errors import CampaignError
-from sim.kpis import KPI_NAMES
+from sim.kpis import DESCRIPTIVE_KPIS, KPI_NAMES
 
 CAMPAIGN_DIRS = (config_path("campaigns"),)
 
@@ -122,6 +122,12 @@ def _gates(raw, src: str) -> GateConfig:
     bad = sorted(set(kpis) - set(KPI_NAMES))
     if bad:
         raise CampaignError(f"{src}: unknown KPI(s) {', '.join(bad)} in gates.kpis; known: {', '.join(KPI_NAMES)}")
+    described = [k for k in kpis if k in DESCRIPTIVE_KPIS]
+    if described:
+        raise CampaignError(
+            f"{src}: gates.kpis {', '.join(described)} describe the gait (a gate is an upper limit): gate "
+            "foot_slip_m_s or cost_of_transport instead"
+        )
     rate = _number(raw.get("failure_rate", 0.0), f"{src}: gates.failure_rate")
     per_axis = {
         str(k): _number(v, f"{src}: gates.per_axis.{k}")

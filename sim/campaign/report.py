@@ -2,8 +2,9 @@
 embedded as data), readable offline and attachable to a CI run.
 
 Sections: verdict and checks, KPI statistics, one heatmap per axis (KPI means per axis value, coloured by how
-close they are to their gate), failure rate over pairs of axes, the worst cases with their trajectories, and
-the deltas against another artifact when one was compared.
+close they are to their gate), failure rate over pairs of axes, the worst cases with their trajectories (and, for
+a robot with sensed feet, the footfall diagram of the worst one), and the deltas against another artifact when one
+was compared.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ import numpy as np
 
 from sim.campaign.config import CampaignConfig
 from sim.campaign.gates import failed_kpis
+from sim.gait import DIAGONALS
 from sim.kpis import KPI_UNITS
 
 MAX_PAIRS = 6
+FOOTFALL_ZOOM_S = 2.0  # the footfall diagram's second panel: the last seconds before the episode ends or falls
 CMAP = "RdYlGn_r"  # green: far within the gate, red: at twice the limit or beyond
 
 STYLE = """
@@ -170,6 +173,29 @@ def trajectory_figure(trace: dict[str, np.ndarray]):
     return fig
 
 
+def footfall_figure(contact: np.ndarray, feet: list[str], dt: float):
+    """Stance bars per foot over the scored steps of one episode (contact: (steps, feet) bool), and a zoom on
+    the last FOOTFALL_ZOOM_S seconds."""
+    import matplotlib.pyplot as plt
+
+    steps = len(contact)
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 0.6 + 0.42 * len(feet)), width_ratios=(3, 1), sharey=True)
+    for ax, start in zip(axes, (0, max(0, steps - int(round(FOOTFALL_ZOOM_S / dt)))), strict=True):
+        for j in range(len(feet)):
+            c = np.concatenate([[0], contact[start:, j].astype(np.int8), [0]])
+            ups, downs = np.flatnonzero(np.diff(c) == 1), np.flatnonzero(np.diff(c) == -1)
+            spans = [((start + u) * dt, (d - u) * dt) for u, d in zip(ups, downs, strict=True)]
+            ax.broken_barh(spans, (j - 0.4, 0.8), color="C1" if len(feet) == 4 and j in DIAGONALS[1] else "C0")
+        ax.set_xlim(start * dt, steps * dt)
+        ax.set_xlabel("time (s)")
+    axes[0].set_yticks(range(len(feet)), feet, fontsize=8)
+    axes[0].invert_yaxis()
+    axes[0].set_title("footfalls: bars are stance (same colour: a diagonal pair)", fontsize=9, loc="left")
+    axes[1].set_title(f"last {FOOTFALL_ZOOM_S:g} s", fontsize=9, loc="left")
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.25 if len(feet) < 3 else 0.2, wspace=0.05)
+    return fig
+
+
 def html_table(header: list[str], rows: list[list], bad: list[bool] | None = None) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = []
@@ -238,6 +264,7 @@ def render(
     if pairs is not None:
         parts += ["<h2>Axis pairs</h2>", img_tag(pairs, "failure rate over axis pairs")]
     parts.append("<h2>Worst cases</h2>")
+    parts += _footfalls(summary, rows, cfg, traces)
     for case in summary["worst_cases"]:
         failed = ", ".join(case["failed"]) or "none (passes)"
         parts.append(f"<h3>{html.escape(case['id'])}</h3><p>failed: {html.escape(failed)}</p>")
@@ -258,6 +285,22 @@ def render(
         f"{'PASS' if passed else 'FAIL'}</title><style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
     )
     return doc.encode()
+
+
+def _footfalls(summary: dict, rows: list[dict], cfg: CampaignConfig, traces: dict[str, dict]) -> list[str]:
+    """The footfall diagram of the worst episode, when its trace holds the foot contacts."""
+    worst = summary["worst_cases"][0]["id"] if summary["worst_cases"] else None
+    trace = traces.get(worst, {})
+    if "foot_contact" not in trace:
+        return []
+    contact = trace["foot_contact"]
+    scored = next(r["steps"] for r in rows if r["id"] == worst)  # the steps before its fall
+    dt = cfg.episode_s / len(contact)
+    fig = footfall_figure(contact[:scored], [str(f) for f in trace["feet"]], dt)
+    return [
+        f"<h3>Footfalls of {html.escape(worst)}</h3>",
+        img_tag(fig, f"footfall diagram: {worst}", tight=False),
+    ]
 
 
 def _comparison(cmp: dict, gated: dict) -> list[str]:

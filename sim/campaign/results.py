@@ -1,5 +1,6 @@
 """The campaign's results directory: `results.jsonl` (a header line, then one line per episode, appended as
-batches finish) and `traces/<batch>.npz` (downsampled trajectories for the report).
+batches finish) and `traces/<batch>.npz` (downsampled trajectories for the report, and for robots with sensed feet
+the foot contacts at every step).
 
 A re-run reads what is there and skips finished scenarios. A batch's trace file is written before its lines,
 so every line's trace exists; a line cut short by a crash is ignored and its scenario runs again.
@@ -84,14 +85,20 @@ class ResultStore:
     def append(self, result: BatchResult) -> None:
         """Store a finished batch (only its scenarios not stored yet)."""
         buf = io.BytesIO()
-        np.savez_compressed(buf, trace=result.trace, channels=np.array(TRACE_CHANNELS))
+        feet = {} if result.contacts is None else {"contacts": result.contacts, "feet": np.array(result.feet)}
+        np.savez_compressed(buf, trace=result.trace, channels=np.array(TRACE_CHANNELS), **feet)
         atomic_write_bytes(self.dir / TRACE_DIR / f"{result.key}.npz", buf.getvalue())
         new = [r for r in result.rows if r["id"] not in self._rows]
         self._write(new)
         self._rows.update({r["id"]: r for r in new})
 
     def trace(self, row: dict) -> dict[str, np.ndarray]:
-        """The stored trajectory of one episode row: channel -> (points,) array."""
+        """The stored trajectory of one episode row: channel -> (points,) array; with contacts, also
+        "foot_contact" (steps, feet) bool and "feet" (their names)."""
         with np.load(self.dir / TRACE_DIR / f"{row['batch']}.npz") as data:
             values = data["trace"][row["trace_index"]]
-            return {str(c): values[:, i] for i, c in enumerate(data["channels"])}
+            out = {str(c): values[:, i] for i, c in enumerate(data["channels"])}
+            if "contacts" in data:
+                out["foot_contact"] = data["contacts"][row["trace_index"]]
+                out["feet"] = data["feet"]
+            return out

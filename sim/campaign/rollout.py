@@ -20,12 +20,13 @@ from edge.manifest import MANIFEST_FILE, Manifest
 from edge.observation import projected_gravity
 from edge.policy import Policy
 from edge.runtime import load_policy
+from sim.backends import FOOT_BACKENDS
 from sim.campaign.commands import compile_sequence
 from sim.campaign.config import COMMAND_AXIS, CampaignConfig
 from sim.campaign.matrix import BatchJob, Scenario
 from sim.kpis import ACTION_TOL, RobotLimits, Trajectory, episode_kpis
 from sim.randomization import PhysicsParams, RandomizationConfig
-from sim.robot import RobotSpec, joint_ranges, pd_torques, scaled_gains
+from sim.robot import RobotSpec, build_model, joint_ranges, pd_torques, scaled_gains
 from sim.tasks import load_task
 from sim.twin import BatchedTwin
 
@@ -54,6 +55,8 @@ class BatchResult:
     trace: np.ndarray  # (episodes, points, len(TRACE_CHANNELS)) float32
     env_steps: int
     seconds: float
+    contacts: np.ndarray | None = None  # (episodes, steps, feet) bool at every step (footfall diagrams)
+    feet: tuple[str, ...] = ()
 
 
 _POLICIES: dict[tuple[str, str], Policy] = {}  # per worker process: load each artifact once
@@ -89,10 +92,11 @@ def check_compatible(manifest: Manifest, spec: RobotSpec) -> None:
 
 def robot_limits(spec: RobotSpec) -> RobotLimits:
     """Joint ranges from the MJCF (every control mode), torque limits from the robot YAML, fall criterion from
-    its task (the twin's terminations)."""
+    its task (the twin's terminations), the nominal mass from the MJCF."""
     low, high = joint_ranges(spec)
     task = load_task(spec)
-    return RobotLimits(low, high, np.asarray(spec.torque_limit), task.max_tilt_rad, task.min_base_height)
+    mass = float(build_model(spec).body_mass.sum())
+    return RobotLimits(low, high, np.asarray(spec.torque_limit), task.max_tilt_rad, task.min_base_height, mass)
 
 
 def _twin_randomization(cfg: CampaignConfig, job: BatchJob) -> RandomizationConfig:
@@ -141,10 +145,14 @@ def run_batch(
         ]
     )
     params = _params(job.scenarios, spec.sim_dt)
+    task = load_task(spec)
+    if cfg.backend not in FOOT_BACKENDS:  # rewards are no KPI: a backend without feet runs without the foot terms
+        task = task.without_foot_terms()
     twin = BatchedTwin(
         spec,
         num_envs=n,
         seed=job.twin_seed,
+        task=task,
         randomization=_twin_randomization(cfg, job),
         backend=cfg.backend,
         nthread=threads,
@@ -161,6 +169,10 @@ def run_batch(
     }
     height = np.zeros((n, steps), np.float32)
     fell = np.zeros((n, steps), bool)
+    feet = twin.feet  # None: no feet, or a backend that does not sense them (no gait KPIs)
+    if feet is not None:
+        contact = np.zeros((n, steps, len(spec.feet)), bool)
+        foot_speed = np.zeros((n, steps, len(spec.feet)), np.float32)
     scale, offset = policy.manifest.action_vector("scale"), policy.manifest.action_vector("offset")
     kp, kd = scaled_gains(spec, params.kp_scale, params.kd_scale)
     down = np.zeros(n, bool)
@@ -183,6 +195,9 @@ def run_batch(
         rec["raw"][:, t], rec["act"][:, t] = raw, act
         height[:, t] = state["base_pos"][:, 2]
         fell[:, t] = down
+        if feet is not None:
+            contact[:, t] = feet.contact
+            foot_speed[:, t] = np.linalg.norm(feet.vel[..., :2], axis=-1)
     twin.close()
 
     traj = Trajectory(
@@ -198,6 +213,8 @@ def run_batch(
         actions=rec["act"],
         base_height=height,
         fell=fell,
+        foot_contact=None if feet is None else contact,
+        foot_speed=None if feet is None else foot_speed,
     )
     limits = robot_limits(spec)
     kpis = episode_kpis(traj, limits, cfg.settle_s)
@@ -215,7 +232,8 @@ def run_batch(
         }
         for i, s in enumerate(job.scenarios)
     ]
-    return BatchResult(job.key, rows, _trace(traj, limits), n * steps, time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    return BatchResult(job.key, rows, _trace(traj, limits), n * steps, elapsed, traj.foot_contact, spec.feet)
 
 
 def _trace(traj: Trajectory, limits: RobotLimits) -> np.ndarray:

@@ -13,6 +13,7 @@ randomisation) over term functions in sim.tasks.terms; config/tasks/velocity_<ro
 """
 
 from sim.tasks.config import (
+    FeetConfig,
     ObservationTerm,
     ResetConfig,
     RewardTerm,
@@ -26,6 +27,7 @@ from sim.tasks.loader import load_task, task_path
 from sim.tasks.velocity_tracking import VelocityTrackingTask
 
 __all__ = [
+    "FeetConfig",
     "ObservationTerm",
     "ResetConfig",
     "RewardTerm",

@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from edge.config import setting
 from edge.observation import DEFAULT_TERMS, ObsTerm, obs_term
 from sim.errors import SimError
 from sim.randomization import RandomizationConfig
 from sim.robot import CommandLimits, RobotSpec
-from sim.tasks.terms import OBSERVATIONS, REWARDS, TERMINATIONS
+from sim.tasks.terms import FOOT_TERMS, OBSERVATIONS, REWARDS, TERMINATIONS
 
 TermFunc = Callable[..., np.ndarray]  # func(ctx: TermContext, **params)
 
@@ -60,6 +61,13 @@ class ResetConfig:
 
 
 @dataclass(frozen=True)
+class FeetConfig:
+    """How the foot terms and gait KPIs read the robot's feet (the robot YAML's `feet`)."""
+
+    contact_force_n: float = setting(1.0, "a foot is in contact above this contact force (N)", gt=0)
+
+
+@dataclass(frozen=True)
 class VelocityTaskConfig:
     observations: dict[str, ObservationTerm]  # policy input in this order (the manifest's layout)
     rewards: dict[str, RewardTerm]  # info["reward_terms"] in this order; a zero weight turns a term off
@@ -68,6 +76,16 @@ class VelocityTaskConfig:
     episode_length_s: float = 20.0  # then the episode is truncated
     reset: ResetConfig = field(default_factory=ResetConfig)
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+    feet: FeetConfig = field(default_factory=FeetConfig)
+
+    @property
+    def foot_terms(self) -> list[str]:
+        """The reward terms that read the feet (sim.tasks.terms.FOOT_TERMS), in order."""
+        return [name for name, term in self.rewards.items() if term.func in FOOT_TERMS and term.weight != 0.0]
+
+    def without_foot_terms(self) -> VelocityTaskConfig:
+        """This task without the terms that need sensed feet (for a backend without them: TwinBackend.feet)."""
+        return dataclasses.replace(self, rewards={k: v for k, v in self.rewards.items() if k not in self.foot_terms})
 
     def obs_terms(self, num_joints: int) -> list[ObsTerm]:
         """The observation layout (name, size, scale, noise, ROS source per term) the exported manifest records."""
@@ -125,6 +143,12 @@ def check_task(cfg: VelocityTaskConfig, robot: RobotSpec, source: str) -> Veloci
         if not math.isfinite(term.weight):
             raise SimError(f"{source}: rewards.{name}.weight must be finite, got {term.weight}")
         _check_params(term.func, term.params, f"{source}: rewards.{name}")
+        _check_joint_lists(term.params, robot, f"{source}: rewards.{name}")
+    if cfg.foot_terms and not robot.feet:
+        raise SimError(
+            f"{source}: rewards {', '.join(cfg.foot_terms)} need feet, and robot {robot.name!r} names none "
+            "(robot YAML `feet:`, the foot geoms)"
+        )
     for name, term in cfg.terminations.items():
         _check_params(term.func, term.params, f"{source}: terminations.{name}")
     c = cfg.commands
@@ -143,6 +167,15 @@ def check_task(cfg: VelocityTaskConfig, robot: RobotSpec, source: str) -> Veloci
     if min(dataclasses.astuple(cfg.reset)) < 0:
         raise SimError(f"{source}: reset noise widths must be non-negative, got {cfg.reset}")
     return cfg
+
+
+def _check_joint_lists(params: dict, robot: RobotSpec, where: str) -> None:
+    # a list parameter holds one value per joint (pose's joint_weights)
+    for key, value in params.items():
+        if isinstance(value, tuple) and len(value) != robot.num_actions:
+            raise SimError(
+                f"{where}.params.{key}: {len(value)} values for robot {robot.name!r}'s {robot.num_actions} joints"
+            )
 
 
 def _check_params(func: TermFunc, params: dict, where: str) -> None:

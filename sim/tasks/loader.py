@@ -3,8 +3,8 @@ key checked, every error a SimError naming the file and the field.
 
 A section that is absent keeps the default. `rewards` and `terminations` are edited term by term: a listed term
 replaces the default's weight and merges its params, `name: null` drops a term, a new name adds one from the
-registry (sim.tasks.terms). `observations` is the whole ordered list. `commands`, `reset` and `randomization`
-set the fields they name.
+registry (sim.tasks.terms). `observations` is the whole ordered list. `commands`, `reset`, `randomization` and
+`feet` set the fields they name.
 
 The generic part (a mapping onto a dataclass's fields, by the type of each default) is `_fields`: the place to
 swap in the project's typed-dataclass loader once there is one.
@@ -16,12 +16,14 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from edge.config import check_values
 from edge.fileio import read_yaml_mapping
 from edge.resources import config_path
 from sim.errors import RobotConfigError, SimError
 from sim.randomization import RandomizationConfig
 from sim.robot import CommandLimits, RobotSpec
 from sim.tasks.config import (
+    FeetConfig,
     ObservationTerm,
     RewardTerm,
     TerminationTerm,
@@ -33,7 +35,16 @@ from sim.tasks.config import (
 from sim.tasks.terms import OBSERVATIONS, REWARDS, TERMINATIONS
 
 TASK_CONFIG_DIRS = (config_path("tasks"),)  # share/edge/config/tasks in an install
-SECTIONS = ("observations", "rewards", "terminations", "commands", "episode_length_s", "reset", "randomization")
+SECTIONS = (
+    "observations",
+    "rewards",
+    "terminations",
+    "commands",
+    "episode_length_s",
+    "reset",
+    "randomization",
+    "feet",
+)
 
 
 def task_path(robot: RobotSpec) -> Path | None:
@@ -74,6 +85,9 @@ def load_task(robot: RobotSpec, path: str | Path | None = None) -> VelocityTaskC
         changes["randomization"] = RandomizationConfig.from_dict(
             _mapping(raw["randomization"], src, "randomization"), f"{src}: randomization"
         )
+    if "feet" in raw:
+        feet = check_values(FeetConfig, _mapping(raw["feet"], src, "feet"), name=f"{src}: feet", error=SimError)
+        changes["feet"] = dataclasses.replace(cfg.feet, **feet)
     return check_task(dataclasses.replace(cfg, **changes), robot, src)
 
 
@@ -127,9 +141,14 @@ def _fields(base, raw: dict, src: str, where: str, known: tuple[str, ...] | None
     return dataclasses.replace(base, **{k: _number(v, f"{src}: {where}.{k}") for k, v in raw.items()})
 
 
-def _params(raw, src: str, where: str) -> dict[str, float]:
-    # every term of sim.tasks.terms takes numbers; a term with other parameters would need its reader here
-    return {k: _number(v, f"{src}: {where}.params.{k}") for k, v in _mapping(raw, src, f"{where}.params").items()}
+def _params(raw, src: str, where: str) -> dict[str, float | tuple[float, ...]]:
+    # every term of sim.tasks.terms takes numbers, or one number per joint (a list); others would need a reader here
+    return {
+        k: tuple(_number(x, f"{src}: {where}.params.{k}") for x in v)
+        if isinstance(v, list)
+        else _number(v, f"{src}: {where}.params.{k}")
+        for k, v in _mapping(raw, src, f"{where}.params").items()
+    }
 
 
 def _mapping(raw, src: str, where: str) -> dict:

@@ -10,7 +10,7 @@ from edge.observation import ObservationLayout
 from sim.robot import RobotSpec
 from sim.tasks.config import VelocityTaskConfig, check_task
 from sim.tasks.loader import load_task
-from sim.tasks.terms import TermContext, UniformVelocityCommand, base_velocities
+from sim.tasks.terms import FootTracker, TermContext, UniformVelocityCommand, base_velocities
 
 
 class VelocityTrackingTask:
@@ -53,8 +53,10 @@ class VelocityTrackingTask:
         torques: np.ndarray,
         joint_vel_before: np.ndarray,
         terminated: np.ndarray,
+        feet: FootTracker | None = None,
     ) -> dict[str, np.ndarray]:
-        """Each term with a non-zero weight: func(ctx, **params) * weight * control_dt."""
+        """Each term with a non-zero weight: func(ctx, **params) * weight * control_dt. feet: the foot state the
+        foot terms read (sim.tasks.terms.feet), updated for this step."""
         ctx = TermContext(
             self.spec,
             state,
@@ -64,6 +66,7 @@ class VelocityTrackingTask:
             torques=torques,
             joint_vel_before=joint_vel_before,
             terminated=terminated,
+            feet=feet,
         )
         dt = self.spec.control_dt
         return {

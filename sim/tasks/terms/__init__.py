@@ -7,8 +7,18 @@ task YAML may use): REWARDS, OBSERVATIONS, TERMINATIONS.
 
 from sim.tasks.terms.commands import UniformVelocityCommand
 from sim.tasks.terms.context import TermContext, base_velocities
+from sim.tasks.terms.feet import FootTracker
 from sim.tasks.terms.observations import OBSERVATIONS
-from sim.tasks.terms.rewards import REWARDS
+from sim.tasks.terms.rewards import FOOT_TERMS, REWARDS
 from sim.tasks.terms.terminations import TERMINATIONS
 
-__all__ = ["OBSERVATIONS", "REWARDS", "TERMINATIONS", "TermContext", "UniformVelocityCommand", "base_velocities"]
+__all__ = [
+    "FOOT_TERMS",
+    "OBSERVATIONS",
+    "REWARDS",
+    "TERMINATIONS",
+    "FootTracker",
+    "TermContext",
+    "UniformVelocityCommand",
+    "base_velocities",
+]

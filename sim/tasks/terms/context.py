@@ -1,4 +1,4 @@
-"""What a term function reads: the backend's state arrays and the step's commands and actions."""
+"""What a term function reads: the backend's state arrays, the step's commands and actions, and the feet."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 
 from edge.observation import projected_gravity, rotate_world_to_base
 from sim.robot import RobotSpec
+from sim.tasks.terms.feet import FootTracker
 
 
 def base_velocities(state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -31,6 +32,7 @@ class TermContext:
         torques: np.ndarray | None = None,
         joint_vel_before: np.ndarray | None = None,
         terminated: np.ndarray | None = None,
+        feet: FootTracker | None = None,
     ):
         self.robot = robot
         self.state = state  # base_pos, base_quat (w, x, y, z), base_lin_vel (world), base_ang_vel, joint_pos, joint_vel
@@ -40,6 +42,7 @@ class TermContext:
         self.torques = torques  # applied joint torques at the end of the step
         self.joint_vel_before = joint_vel_before  # joint velocities at the start of the step
         self.terminated = terminated
+        self.feet = feet  # contacts, air time, landings, foot positions and velocities (robots with feet)
 
     @property
     def dt(self) -> float:

@@ -1,10 +1,14 @@
 """Reward terms: func(ctx, **params) -> [N] raw value; the task multiplies it by weight * control_dt
-(legged_gym's convention). Add a term here and to REWARDS, then name it in a task YAML."""
+(legged_gym's convention). Add a term here and to REWARDS, then name it in a task YAML. The terms of FOOT_TERMS
+read ctx.feet (sim.tasks.terms.feet): they need a robot with feet and a backend that senses them.
+
+The gait terms follow MuJoCo Playground's Go1 joystick task (go1/joystick.py) and mjlab's velocity task."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from sim.gait import moving
 from sim.tasks.terms.context import TermContext
 
 
@@ -55,6 +59,58 @@ def termination(ctx: TermContext) -> np.ndarray:
     return ctx.terminated.astype(np.float64)
 
 
+def _moving(ctx: TermContext) -> np.ndarray:
+    """[N] 1.0 where the command asks to move, else 0.0."""
+    return moving(ctx.commands).astype(np.float64)
+
+
+def feet_air_time(ctx: TermContext, threshold: float) -> np.ndarray:
+    """Sum over the feet landing on this step of (air time - threshold) s, while the command asks to move
+    (legged_gym; Playground's threshold is 0.1 s): long steps pay, short ones (shuffling) cost."""
+    f = ctx.feet
+    return np.sum((f.last_air_time - threshold) * f.first_contact, axis=1) * _moving(ctx)
+
+
+def feet_clearance(ctx: TermContext, target_height: float) -> np.ndarray:
+    """Sum over feet of |foot z - target_height| * sqrt(foot xy speed) (Playground): a foot that moves is at the
+    swing height. Foot z is world z: the height above flat ground."""
+    f = ctx.feet
+    speed = np.linalg.norm(f.vel[..., :2], axis=-1)
+    return np.sum(np.abs(f.pos[..., 2] - target_height) * np.sqrt(speed), axis=1)
+
+
+def feet_height(ctx: TermContext, target_height: float) -> np.ndarray:
+    """Sum over the feet landing on this step of (swing peak / target_height - 1)^2, while the command asks to move
+    (Playground's feet_height; mjlab's swing_height): each swing should peak at the target height."""
+    f = ctx.feet
+    return np.sum((f.last_swing_peak / target_height - 1.0) ** 2 * f.first_contact, axis=1) * _moving(ctx)
+
+
+def feet_slip(ctx: TermContext) -> np.ndarray:
+    """Sum over the feet in contact of their xy speed (m/s), as mjlab's feet_slide (Playground squares it)."""
+    f = ctx.feet
+    return np.sum(np.linalg.norm(f.vel[..., :2], axis=-1) * f.contact, axis=1)
+
+
+def pose(ctx: TermContext, joint_weights: float | tuple[float, ...] = 1.0) -> np.ndarray:
+    """exp(-sum_j w_j (q_j - q0_j)^2): 1 at the default pose (Playground; its Go1 weights are 1, 1, 0.1 for each
+    leg's hip, thigh, calf). joint_weights: one number, or one per joint in action order."""
+    dev = ctx.state["joint_pos"] - np.asarray(ctx.robot.default_pose)
+    return np.exp(-np.sum(np.asarray(joint_weights) * dev**2, axis=1))
+
+
+def stand_still(ctx: TermContext) -> np.ndarray:
+    """Sum of |q - q0| (rad) while the command is zero (legged_gym, Playground): asked to stand, the robot stands
+    still in its default pose, where this is 0."""
+    dev = ctx.state["joint_pos"] - np.asarray(ctx.robot.default_pose)
+    return np.sum(np.abs(dev), axis=1) * (1.0 - _moving(ctx))
+
+
+def energy(ctx: TermContext) -> np.ndarray:
+    """Sum of |tau * qd| (W): the motors' mechanical power (Playground)."""
+    return np.sum(np.abs(ctx.torques * ctx.state["joint_vel"]), axis=1)
+
+
 REWARDS = {
     f.__name__: f
     for f in (
@@ -67,5 +123,13 @@ REWARDS = {
         joint_acc,
         action_rate,
         termination,
+        feet_air_time,
+        feet_clearance,
+        feet_height,
+        feet_slip,
+        pose,
+        stand_still,
+        energy,
     )
 }
+FOOT_TERMS = frozenset({feet_air_time, feet_clearance, feet_height, feet_slip})
