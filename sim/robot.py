@@ -9,6 +9,7 @@ observations, terminations, commands, randomisation) is the task's: see sim.task
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -257,9 +258,12 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
     return mj
 
 
-def build_model(spec: RobotSpec) -> mujoco.MjModel:
-    """Compile the robot with its actuators' PD law set from the YAML."""
+def build_model(spec: RobotSpec, edit: Callable[[mujoco.MjSpec], None] | None = None) -> mujoco.MjModel:
+    """Compile the robot with its actuators' PD law set from the YAML; `edit` changes the MjSpec before it
+    compiles (e.g. sim.terrain.mjspec.add_terrain puts in a heightfield)."""
     mj = build_mjspec(spec)
+    if edit is not None:
+        edit(mj)
     try:
         model = mj.compile()
     except ValueError as e:

@@ -4,6 +4,9 @@ Batch arrays in and out, control decimation (one env-step = `decimation` physics
 same step (the finished episode's last observation is in info["final_obs"]), domain randomisation per env,
 actuation latency at physics-step resolution, and non-finite actions replaced by the safe action and counted.
 What is observed, rewarded and terminated, the commands and the reset distribution are the task's (sim.tasks).
+A task with terrain puts each env on a sub-terrain of a heightfield grid (sim.terrain): it starts above the
+terrain at the centre, its heights (terminations, base_height) are measured from the ground under it, it times
+out before it walks off the heightfield, and the curriculum moves it between difficulty levels at each reset.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from sim.backends import make_backend
 from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
 from sim.robot import RobotSpec, load_robot, pd_torques
 from sim.tasks import VelocityTaskConfig, VelocityTrackingTask, load_task
+from sim.terrain import TerrainCurriculum, TerrainGrid
 
 _SNAPSHOT_ARRAYS = ("commands", "actions", "last_actions", "episode_length", "episode_return")
 
@@ -50,7 +54,9 @@ class BatchedTwin(gym.vector.VectorEnv):
         cfg = task if isinstance(task, VelocityTaskConfig) else load_task(self.spec, task)
         self.task = VelocityTrackingTask(self.spec, cfg)
         self.randomization = cfg.randomization if randomization is None else randomization
-        self.backend = make_backend(backend, self.spec, num_envs, nthread=nthread)
+        self.terrain = TerrainGrid(cfg.terrain) if cfg.terrain.enabled else None
+        self.curriculum = TerrainCurriculum(cfg.terrain, num_envs) if self.terrain is not None else None
+        self.backend = make_backend(backend, self.spec, num_envs, nthread=nthread, terrain=self.terrain)
         self.clip_actions = clip_actions
         self.resample_commands = resample_commands
 
@@ -83,6 +89,8 @@ class BatchedTwin(gym.vector.VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             self.rng = np.random.default_rng(seed)
+        if self.curriculum is not None:
+            self.curriculum.start(np.arange(self.num_envs), self.rng)
         self._reset_envs(np.arange(self.num_envs))
         self._obs = self._observe()
         return self._obs.copy(), {}
@@ -104,8 +112,11 @@ class BatchedTwin(gym.vector.VectorEnv):
             self.physics_fault_count += int(fault.sum())
             state = {k: np.where(fault[:, None], 0.0, v) for k, v in state.items()}
         self.episode_length += 1
-        terminated = self.task.terminated(state) | fault
+        ground = self.terrain_height(state)
+        terminated = self.task.terminated(state, ground) | fault
         truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
+        if self.terrain is not None:  # a time-out, not a fall: the policy did nothing wrong by walking far
+            truncated |= self.terrain.off_terrain(state["base_pos"][:, :2]) & ~terminated
 
         torques = pd_torques(
             spec,
@@ -116,7 +127,7 @@ class BatchedTwin(gym.vector.VectorEnv):
             self.params.motor_strength,
         )
         terms = self.task.reward_terms(
-            state, self.commands, actions, self.last_actions, torques, joint_vel_before, terminated
+            state, self.commands, actions, self.last_actions, torques, joint_vel_before, terminated, ground
         )
         rewards = np.sum(list(terms.values()), axis=0)
         for k, v in terms.items():
@@ -128,6 +139,8 @@ class BatchedTwin(gym.vector.VectorEnv):
             "nan_actions": self._nan_this_step,
             "physics_faults": int(fault.sum()),
         }
+        if self.curriculum is not None:
+            info["terrain_level"] = self.curriculum.levels.copy()  # the levels of the episodes that ran this step
 
         done = terminated | truncated
         self._advance_commands_and_pushes(done)
@@ -142,6 +155,8 @@ class BatchedTwin(gym.vector.VectorEnv):
                 "terms": {k: v[ids].copy() for k, v in self.episode_terms.items()},
                 "env_ids": ids,
             }
+            if self.curriculum is not None:
+                self._update_curriculum(ids, state)
             self._reset_envs(ids)
             obs[ids] = self._observe()[ids]
 
@@ -177,6 +192,18 @@ class BatchedTwin(gym.vector.VectorEnv):
         """The action that holds the default pose (position) or stops the joints (velocity, torque)."""
         return np.zeros(self.spec.num_actions)
 
+    def terrain_height(self, state: dict[str, np.ndarray]) -> np.ndarray | None:
+        """[N] the terrain's height under each base; None without terrain (the robot's own floor, z = 0)."""
+        if self.terrain is None:
+            return None
+        c = self.curriculum
+        return self.terrain.height_at(c.levels, c.types, state["base_pos"][:, :2])
+
+    def base_height(self, state: dict[str, np.ndarray]) -> np.ndarray:
+        """[N] each base's height above the ground under it (what base_too_low and the fall KPIs measure)."""
+        ground = self.terrain_height(state)
+        return state["base_pos"][:, 2] - (0.0 if ground is None else ground)
+
     # ------------------------------------------------------------------ snapshot
     @property
     def observations(self) -> np.ndarray:
@@ -197,6 +224,7 @@ class BatchedTwin(gym.vector.VectorEnv):
             # PCG64's state holds 128-bit integers: JSON keeps them exact
             "rng": json.dumps(self.rng.bit_generator.state),
             "counters": {"nan_action_count": self.nan_action_count, "physics_fault_count": self.physics_fault_count},
+            **({"terrain_levels": self.curriculum.levels.copy()} if self.curriculum is not None else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -215,6 +243,9 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.rng.bit_generator.state = json.loads(state["rng"])
         for k, v in state["counters"].items():
             setattr(self, k, int(v))
+        if self.curriculum is not None:
+            self.curriculum.levels[:] = state["terrain_levels"]
+            self._place_on_terrain(np.arange(self.num_envs))
 
     # ------------------------------------------------------------------ internals
     def _check_actions(self, actions) -> np.ndarray:
@@ -257,7 +288,10 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.params.assign(ids, params)
         self.backend.set_params(ids, params)
         self.backend.reset(ids)
-        self.backend.set_state(ids, *self.task.reset_state(k, self.rng))
+        pos, *rest = self.task.reset_state(k, self.rng)
+        if self.terrain is not None:
+            pos[:, 2] += self._place_on_terrain(ids)
+        self.backend.set_state(ids, pos, *rest)
         self.actions[ids] = 0.0
         self.last_actions[ids] = 0.0
         self._target_history[:, ids] = self._targets(np.zeros((k, spec.num_actions)))
@@ -267,6 +301,18 @@ class BatchedTwin(gym.vector.VectorEnv):
             v[ids] = 0.0
         if self.resample_commands:
             self.commands[ids] = self.task.commands.sample(k, self.rng)
+
+    def _place_on_terrain(self, ids: np.ndarray) -> np.ndarray:
+        """Give `ids` their curriculum cells' heights; returns the height each starts above (its spawn point's)."""
+        c = self.curriculum
+        self.backend.set_terrain(ids, self.terrain.heights[c.levels[ids], c.types[ids]])
+        return self.terrain.spawn_heights[c.levels[ids], c.types[ids]]
+
+    def _update_curriculum(self, ids: np.ndarray, state: dict[str, np.ndarray]) -> None:
+        # every env starts at the centre of its sub-terrain, (0, 0)
+        distance = np.linalg.norm(state["base_pos"][ids, :2], axis=1)
+        commanded = np.linalg.norm(self.commands[ids, :2], axis=1) * self.task.cfg.episode_length_s
+        self.curriculum.update(ids, distance, commanded, self.rng)
 
     def _advance_commands_and_pushes(self, done: np.ndarray) -> None:
         live = ~done

@@ -13,6 +13,8 @@ from mujoco import rollout
 from sim.backends.base import TwinBackend
 from sim.randomization import PhysicsParams
 from sim.robot import RobotSpec, build_model, set_pd_gains
+from sim.terrain import TerrainGrid
+from sim.terrain.mjspec import add_terrain, set_heights
 
 _FULL = mujoco.mjtState.mjSTATE_FULLPHYSICS.value
 _CTRL = mujoco.mjtState.mjSTATE_CTRL.value
@@ -21,10 +23,11 @@ ROLLOUT_CHUNK: int | None = None
 
 
 class MujocoBackend(TwinBackend):
-    def __init__(self, spec: RobotSpec, num_envs: int, nthread: int | None = None):
+    def __init__(self, spec: RobotSpec, num_envs: int, nthread: int | None = None, terrain: TerrainGrid | None = None):
         self.spec = spec
         self.num_envs = num_envs
-        self.base_model = build_model(spec)
+        self.terrain = terrain
+        self.base_model = build_model(spec, None if terrain is None else lambda mj: add_terrain(mj, terrain))
         self.models = [copy.copy(self.base_model) for _ in range(num_envs)]
         m = self.base_model
         nthread = min(os.cpu_count() or 1, num_envs) if nthread is None else nthread
@@ -99,6 +102,10 @@ class MujocoBackend(TwinBackend):
                 np.full(nu, spec.kd * params.kd_scale[k]),
                 np.full(nu, params.motor_strength[k]),
             )
+
+    def set_terrain(self, env_ids: np.ndarray, heights: np.ndarray) -> None:
+        for i, cell in zip(env_ids, heights, strict=True):
+            set_heights(self.models[i], self.terrain, cell)
 
     def state(self) -> dict[str, np.ndarray]:
         # copies, not views: the next step overwrites self._state in place, and callers keep these arrays

@@ -22,6 +22,7 @@ from sim.errors import SimError
 from sim.randomization import RandomizationConfig
 from sim.robot import CommandLimits, RobotSpec
 from sim.tasks.terms import OBSERVATIONS, REWARDS, TERMINATIONS
+from sim.terrain import TerrainConfig
 
 TermFunc = Callable[..., np.ndarray]  # func(ctx: TermContext, **params)
 
@@ -56,7 +57,7 @@ class VelocityCommand:
 class ResetConfig:
     joint_pos_noise: float = 0.1  # rad, uniform around the default pose (position-controlled robots only)
     base_velocity_noise: float = 0.05  # m/s and rad/s, uniform on each base velocity axis
-    # the base starts level at the robot's base_height with a uniformly random heading
+    # the base starts level at the robot's base_height (above the terrain) with a uniformly random heading
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class VelocityTaskConfig:
     episode_length_s: float = 20.0  # then the episode is truncated
     reset: ResetConfig = field(default_factory=ResetConfig)
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+    terrain: TerrainConfig = field(default_factory=TerrainConfig)  # none by default: the robot's own floor
 
     def obs_terms(self, num_joints: int) -> list[ObsTerm]:
         """The observation layout (name, size, scale, noise, ROS source per term) the exported manifest records."""
@@ -76,7 +78,7 @@ class VelocityTaskConfig:
     # The fall criterion of the terminations, for the KPIs that score falls the way the twin terminates.
     @property
     def min_base_height(self) -> float:
-        """base_too_low's min_base_height; -inf without that term."""
+        """base_too_low's min_base_height (above the terrain under the base); -inf without that term."""
         return _fall_param(self, TERMINATIONS["base_too_low"], "min_base_height", -math.inf)
 
     @property

@@ -31,6 +31,7 @@ class TermContext:
         torques: np.ndarray | None = None,
         joint_vel_before: np.ndarray | None = None,
         terminated: np.ndarray | None = None,
+        terrain_height: np.ndarray | None = None,
     ):
         self.robot = robot
         self.state = state  # base_pos, base_quat (w, x, y, z), base_lin_vel (world), base_ang_vel, joint_pos, joint_vel
@@ -40,6 +41,13 @@ class TermContext:
         self.torques = torques  # applied joint torques at the end of the step
         self.joint_vel_before = joint_vel_before  # joint velocities at the start of the step
         self.terminated = terminated
+        self.terrain_height = terrain_height  # [N] the ground under the base; None: the flat floor at z = 0
+
+    @property
+    def base_height(self) -> np.ndarray:
+        """[N] height of the base above the ground under it (m)."""
+        z = self.state["base_pos"][:, 2]
+        return z if self.terrain_height is None else z - self.terrain_height
 
     @property
     def dt(self) -> float:
