@@ -56,6 +56,8 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.randomization = cfg.randomization if randomization is None else randomization
         self.terrain = TerrainGrid(cfg.terrain) if cfg.terrain.enabled else None
         self.curriculum = TerrainCurriculum(cfg.terrain, num_envs) if self.terrain is not None else None
+        # an env halfway into the terrain's border times out; False lets episodes run on (terrains sized for them)
+        self.terrain_timeout = self.terrain is not None
         self.backend = make_backend(backend, self.spec, num_envs, nthread=nthread, terrain=self.terrain)
         self.clip_actions = clip_actions
         self.resample_commands = resample_commands
@@ -115,7 +117,7 @@ class BatchedTwin(gym.vector.VectorEnv):
         ground = self.terrain_height(state)
         terminated = self.task.terminated(state, ground) | fault
         truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
-        if self.terrain is not None:  # a time-out, not a fall: the policy did nothing wrong by walking far
+        if self.terrain_timeout:  # a time-out, not a fall: the policy did nothing wrong by walking far
             truncated |= self.terrain.off_terrain(state["base_pos"][:, :2]) & ~terminated
 
         torques = pd_torques(

@@ -7,6 +7,7 @@ bytes the driver verified (and the robot gets).
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from dataclasses import dataclass
@@ -141,16 +142,21 @@ def run_batch(
         ]
     )
     params = _params(job.scenarios, spec.sim_dt)
+    task = load_task(spec)
+    if job.terrain is not None:
+        task = dataclasses.replace(task, terrain=cfg.terrains[job.terrain])
     twin = BatchedTwin(
         spec,
         num_envs=n,
         seed=job.twin_seed,
+        task=task,
         randomization=_twin_randomization(cfg, job),
         backend=cfg.backend,
         nthread=threads,
         resample_commands=False,
     )
     twin.max_episode_steps = steps + 1  # the campaign's episode length, not the robot's training one
+    twin.terrain_timeout = False  # an episode runs its length: the campaign's terrains are sized for it
     twin.set_commands(commands[:, 0])  # before reset, so the first observation carries the first command
     obs, _ = twin.reset()
     twin.set_params(params)
@@ -181,7 +187,7 @@ def run_batch(
         rec["q"][:, t], rec["qd"][:, t] = state["joint_pos"], state["joint_vel"]
         rec["tau"][:, t] = pd_torques(spec, state, targets, kp, kd, params.motor_strength)
         rec["raw"][:, t], rec["act"][:, t] = raw, act
-        height[:, t] = state["base_pos"][:, 2]
+        height[:, t] = twin.base_height(state)  # above the terrain under the base
         fell[:, t] = down
     twin.close()
 

@@ -12,6 +12,8 @@ from edge.config import setting
 from sim.errors import SimError
 
 TERRAIN_TYPES = ("flat", "rough", "slopes", "stairs")
+MAX_SAMPLES = 1001  # per side of a sub-terrain with its border: 100 m at 0.1 m, 4 MB per env
+MAX_GRID_SAMPLES = 50_000_000  # the whole grid of levels x types (200 MB of float32)
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class TerrainConfig:
     resolution: float = setting(0.1, "spacing of the height samples (m)", gt=0)
     platform: float = setting(2.0, "side of the flat top of slopes and stairs, where the robot starts (m)", ge=0)
     rough_amplitude: float = setting(0.05, "rough: heights uniform in +-this at difficulty 1 (m)", ge=0)
+    rough_scale: float = setting(0.2, "rough: spacing of the random heights, linear in between (m)", gt=0)
     slope_deg: float = setting(20.0, "slopes: the pyramid's angle at difficulty 1 (degrees)", ge=0, lt=90)
     step_height: tuple[float, float] = setting((0.05, 0.2), "stairs: step height at difficulty 0 and 1 (m)", ge=0)
     step_width: float = setting(0.3, "stairs: tread depth (m)", gt=0)
@@ -44,9 +47,16 @@ class TerrainConfig:
             raise SimError("difficulty and step_height must be [low, high] pairs with low <= high")
         if self.platform >= self.size:
             raise SimError(f"platform {self.platform} must be smaller than the sub-terrain size {self.size}")
-        if self.resolution > min(self.size, self.step_width) / 2:
+        if self.resolution > min(self.size, self.step_width, self.rough_scale) / 2:
             raise SimError(
-                f"resolution {self.resolution} is too coarse for size {self.size} and step_width {self.step_width}"
+                f"resolution {self.resolution} is too coarse for size {self.size}, step_width {self.step_width} "
+                f"and rough_scale {self.rough_scale} (at most half of each)"
+            )
+        side = (self.size + 2 * self.border) / self.resolution + 1
+        if side > MAX_SAMPLES or side**2 * self.levels * len(self.types) > MAX_GRID_SAMPLES:
+            raise SimError(
+                f"{side:.0f} samples a side x {self.levels} levels x {len(self.types)} types is too large a terrain "
+                f"(at most {MAX_SAMPLES} a side and {MAX_GRID_SAMPLES} in all): a coarser resolution or a smaller size"
             )
         if self.types and self.max_init_level >= self.levels:
             raise SimError(f"max_init_level {self.max_init_level} must be below levels ({self.levels})")

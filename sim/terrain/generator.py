@@ -2,7 +2,8 @@
 `border`, sampled every `resolution` metres, the robot's start at the centre.
 
     flat    all zero
-    rough   uniform noise in +-rough_amplitude * difficulty (seeded)
+    rough   uniform noise in +-rough_amplitude * difficulty (seeded), drawn every rough_scale metres and
+            interpolated linearly in between (legged_gym's downsampled_scale)
     slopes  a pyramid rising at slope_deg * difficulty from the edge to a flat platform at the centre
     stairs  a pyramid of steps of width step_width rising by step_height (interpolated by difficulty) each
 
@@ -35,7 +36,11 @@ def sub_terrain(cfg: TerrainConfig, kind: str, difficulty: float, rng: np.random
         return np.zeros_like(ramp)
     if kind == "rough":
         amplitude = cfg.rough_amplitude * difficulty
-        return np.where(inward >= 0, rng.uniform(-amplitude, amplitude, ramp.shape), 0.0)
+        coarse_x = np.linspace(-cfg.size / 2, cfg.size / 2, int(round(cfg.size / cfg.rough_scale)) + 1)
+        # bilinear interpolation as two 1-D ones, W @ noise @ W.T: interpolated values stay within the bounds
+        w = np.stack([np.interp(x, coarse_x, e) for e in np.eye(len(coarse_x))], axis=1)
+        noise = w @ rng.uniform(-amplitude, amplitude, (len(coarse_x), len(coarse_x))) @ w.T
+        return np.where(inward >= 0, noise, 0.0)
     if kind == "slopes":
         return math.tan(math.radians(cfg.slope_deg * difficulty)) * ramp
     if kind == "stairs":
