@@ -5,19 +5,22 @@ import dataclasses
 import json
 import math
 
+import mujoco
 import numpy as np
 import pytest
 import yaml
 from campaign_helpers import TINY_CAMPAIGN, export_rover_policy
 
 from sim.backends import make_backend
-from sim.campaign.config import CampaignError, campaign_from_dict
+from sim.campaign.commands import compile_sequence
+from sim.campaign.config import CampaignError, campaign_from_dict, load_campaign
 from sim.campaign.results import RESULTS_FILE
 from sim.campaign.runner import run_campaign
 from sim.errors import SimError
-from sim.robot import load_robot
+from sim.robot import build_model, load_robot
 from sim.tasks import load_task
 from sim.terrain import TerrainConfig, TerrainCurriculum, TerrainGrid, height_bounds, sub_terrain, terrain_grid
+from sim.terrain.mjspec import add_terrain, set_heights
 from sim.twin import BatchedTwin
 from training.ppo.config import PPOConfig
 from training.ppo.runner import PPORunner
@@ -59,6 +62,21 @@ def test_each_type_has_the_shape_it_claims():
     assert np.allclose(rises[rises != 0], 0.1)  # every riser one step height, all going up to the platform
     assert np.count_nonzero(rises) == 10  # (8 - 2) / 2 / 0.3 treads
     assert math.isclose(stairs.max(), 1.0, abs_tol=1e-9)
+
+
+def test_height_query_is_mujocos_surface():
+    """height_at answers what a ray cast straight down onto the compiled heightfield meets, on every type."""
+    spec = load_robot("quadruped")
+    grid = TerrainGrid(dataclasses.replace(ALL, levels=1, difficulty=(1.0, 1.0)))
+    model = build_model(spec, lambda mj: add_terrain(mj, grid))
+    data = mujoco.MjData(model)
+    xy = np.random.default_rng(0).uniform(-grid.half_extent, grid.half_extent, (200, 2)) * 0.999
+    geom = np.zeros(1, np.int32)
+    for t in range(grid.num_types):
+        set_heights(model, grid, grid.heights[0, t])
+        mujoco.mj_forward(model, data)
+        ray = [3.0 - mujoco.mj_ray(model, data, [x, y, 3.0], [0, 0, -1.0], None, 1, -1, geom) for x, y in xy]
+        assert np.allclose(grid.height_at(np.zeros(200, int), np.full(200, t), xy), ray, atol=1e-6)
 
 
 def test_robot_rests_on_the_terrain_under_it():
@@ -185,6 +203,20 @@ def test_campaign_scenario_on_terrain_runs(tmp_path):
     episodes = {r["axes"]["terrain"]: r for r in rows if r.get("type") == "episode"}
     assert sorted(episodes) == ["flat", "rough"] and outcome.passed
     assert episodes["rough"]["kpis"]["falls"] == 0 and episodes["rough"]["steps"] == 50
+
+
+def test_shipped_terrain_campaign_keeps_each_episode_on_its_heightfield():
+    cfg = load_campaign("terrain")
+    assert set(cfg.axes["terrain"]) == {"flat", "rough", "slopes", "stairs"} and cfg.gates.per_axis["terrain"]
+    limits = load_robot("quadruped").command_limits
+    dt = 0.02
+    for seq in cfg.commands.values():
+        cmd = compile_sequence(seq, limits, dt, int(cfg.episode_s / dt))
+        reach = np.linalg.norm(cmd[:, :2], axis=1).sum() * dt
+        for name in cfg.axes["terrain"]:
+            terrain = cfg.terrains[name]
+            assert terrain.enabled == (name != "flat") and (name == "flat" or terrain.types == (name,))
+            assert reach < terrain.size / 2
 
 
 @pytest.mark.parametrize(

@@ -43,14 +43,12 @@ class TerrainGrid:
         i0 = np.minimum(np.floor(u).astype(np.int64), n - 2)
         fx, fy = (u - i0).T
         c, r = i0.T
-        cells = self.heights[np.asarray(levels), np.asarray(types)]
-        k = np.arange(len(cells))
-        h00, h11 = cells[k, r, c], cells[k, r + 1, c + 1]
+        h = self.heights
+        levels, types = np.asarray(levels), np.asarray(types)
+        h00, h11 = h[levels, types, r, c], h[levels, types, r + 1, c + 1]
         below = fx >= fy  # the triangle (x0, y0), (x1, y0), (x1, y1)
-        h10, h01 = cells[k, r, c + 1], cells[k, r + 1, c]
-        return np.where(
-            below, h00 + fx * (h10 - h00) + fy * (h11 - h10), h00 + fy * (h01 - h00) + fx * (h11 - h01)
-        ).astype(np.float64)
+        h10, h01 = h[levels, types, r, c + 1], h[levels, types, r + 1, c]
+        return np.where(below, h00 + fx * (h10 - h00) + fy * (h11 - h10), h00 + fy * (h01 - h00) + fx * (h11 - h01))
 
     def off_terrain(self, xy: np.ndarray) -> np.ndarray:
         """[k] bool: the point is halfway into the flat border or beyond (the episode ends as a time-out, before
