@@ -149,16 +149,13 @@ def _terrains(raw, src: str) -> dict[str, TerrainConfig]:
 def _axes(raw, commands: dict, terrains: dict, src: str) -> dict:
     if not isinstance(raw, dict) or not raw:
         raise CampaignError(f"{src}: axes must map axis names to lists of values")
+    named = {COMMAND_AXIS: (commands, "command sequence", "commands"), TERRAIN_AXIS: (terrains, "terrain", "terrains")}
     out = {}
     for axis, values in raw.items():
         values = values if isinstance(values, list) else [values]
         if not values or len(set(map(str, values))) != len(values):
             raise CampaignError(f"{src}: axes.{axis} must list distinct values, got {values!r}")
-        if axis in NAMED_AXES:
-            named = {
-                COMMAND_AXIS: (commands, "command sequence", "commands"),
-                TERRAIN_AXIS: (terrains, "terrain", "terrains"),
-            }
+        if axis in named:
             names, what, section = named[axis]
             if not all(isinstance(v, str) for v in values):
                 raise CampaignError(f"{src}: axes.{axis} must list {what} names, got {values!r}")
