@@ -4,6 +4,7 @@ curriculum's rule, a short PPO run on a terrain task, and a campaign scenario on
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -25,6 +26,7 @@ from sim.twin import BatchedTwin
 from training.ppo.config import PPOConfig
 from training.ppo.runner import PPORunner
 
+REPO = Path(__file__).resolve().parents[1]
 ALL = TerrainConfig(types=("flat", "rough", "slopes", "stairs"), levels=4)
 
 
@@ -77,6 +79,31 @@ def test_height_query_is_mujocos_surface():
         mujoco.mj_forward(model, data)
         ray = [3.0 - mujoco.mj_ray(model, data, [x, y, 3.0], [0, 0, -1.0], None, 1, -1, geom) for x, y in xy]
         assert np.allclose(grid.height_at(np.zeros(200, int), np.full(200, t), xy), ray, atol=1e-6)
+
+
+def test_terrain_replaces_the_floor_and_serves_an_mjcf_without_one(tmp_path):
+    spec = load_robot("quadruped")
+    grid = TerrainGrid(TerrainConfig(types=("slopes",), difficulty=(1.0, 1.0)))
+    model = build_model(spec, lambda mj: add_terrain(mj, grid))
+    kinds = model.geom_type[model.geom_bodyid == 0].tolist()
+    assert kinds.count(mujoco.mjtGeom.mjGEOM_PLANE) == 0 and kinds.count(mujoco.mjtGeom.mjGEOM_HFIELD) == 1
+    terrain = model.geom("terrain").id
+    assert (model.geom_contype[terrain], model.geom_conaffinity[terrain]) == (0, 1)  # the floor's settings
+
+    xml = spec.mjcf.read_text()
+    (tmp_path / "nofloor.xml").write_text("\n".join(line for line in xml.splitlines() if 'name="floor"' not in line))
+    raw = yaml.safe_load((REPO / "config" / "robots" / "quadruped.yaml").read_text())
+    (tmp_path / "nofloor.yaml").write_text(yaml.safe_dump({**raw, "mjcf": "nofloor.xml"}))
+    bare = load_robot(tmp_path / "nofloor.yaml")
+    task = dataclasses.replace(load_task(spec), terrain=grid.cfg)
+    twin = BatchedTwin(bare, 1, task=task, randomization=task.randomization.nominal(), nthread=1)
+    twin.reset()
+    for _ in range(25):
+        _, _, terminated, _, _ = twin.step(np.zeros((1, bare.num_actions)))
+    state = twin.backend.state()
+    assert not terminated.any() and 0.25 < twin.base_height(state)[0] < 0.35  # standing on the slope's top
+    assert state["base_pos"][0, 2] > 1.3
+    twin.close()
 
 
 def test_robot_rests_on_the_terrain_under_it():
