@@ -10,6 +10,7 @@ observations, terminations, commands, randomisation) is the task's: see sim.task
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -298,10 +299,13 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
     return mj
 
 
-def build_model(spec: RobotSpec, mj: mujoco.MjSpec | None = None) -> mujoco.MjModel:
-    """Compile the robot with its actuators' PD law set from the YAML; `mj`: build_mjspec(spec) with additions
-    (the MuJoCo backend's foot sensors), None: build_mjspec(spec) as it is."""
-    model = compile_mjspec(build_mjspec(spec) if mj is None else mj, spec.mjcf)
+def build_model(spec: RobotSpec, edit: Callable[[mujoco.MjSpec], None] | None = None) -> mujoco.MjModel:
+    """Compile the robot with its actuators' PD law set from the YAML; `edit` changes the MjSpec before it
+    compiles (the MuJoCo backend's foot sensors, sim.terrain.mjspec.add_terrain's heightfield)."""
+    mj = build_mjspec(spec)
+    if edit is not None:
+        edit(mj)
+    model = compile_mjspec(mj, spec.mjcf)
     base = model.body(spec.base_body)
     if model.body_jntnum[base.id] != 1 or model.jnt_type[model.body_jntadr[base.id]] != mujoco.mjtJoint.mjJNT_FREE:
         raise RobotConfigError(f"{spec.mjcf}: base_body {spec.base_body!r} needs exactly one free joint")

@@ -6,6 +6,10 @@ actuation latency at physics-step resolution, and non-finite actions replaced by
 What is observed, rewarded and terminated, the commands and the reset distribution are the task's (sim.tasks).
 For a robot with feet on a backend that senses them (sim.backends.FOOT_BACKENDS), `feet` is the foot state
 (contacts, air time, landings; sim.tasks.terms.FootTracker), updated every step and reset with the envs.
+
+A task with terrain puts each env on a sub-terrain of a heightfield grid (sim.terrain): it starts above the
+terrain at the centre, its heights (terminations, base_height) are measured from the ground under it, it times
+out before it walks off the heightfield, and the curriculum moves it between difficulty levels at each reset.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
 from sim.robot import RobotSpec, load_robot, pd_torques, scaled_gains
 from sim.tasks import VelocityTaskConfig, VelocityTrackingTask, load_task
 from sim.tasks.terms import FootTracker
+from sim.terrain import TerrainCurriculum, TerrainGrid
 
 _SNAPSHOT_ARRAYS = ("commands", "actions", "last_actions", "episode_length", "episode_return")
 
@@ -59,7 +64,11 @@ class BatchedTwin(gym.vector.VectorEnv):
             )
         self.task = VelocityTrackingTask(self.spec, cfg)
         self.randomization = cfg.randomization if randomization is None else randomization
-        self.backend = make_backend(backend, self.spec, num_envs, nthread=nthread)
+        self.terrain = TerrainGrid(cfg.terrain) if cfg.terrain.enabled else None
+        self.curriculum = TerrainCurriculum(cfg.terrain, num_envs) if self.terrain is not None else None
+        # an env halfway into the terrain's border times out; False lets episodes run on (terrains sized for them)
+        self.terrain_timeout = self.terrain is not None
+        self.backend = make_backend(backend, self.spec, num_envs, nthread=nthread, terrain=self.terrain)
         self.clip_actions = clip_actions
         self.resample_commands = resample_commands
 
@@ -97,6 +106,8 @@ class BatchedTwin(gym.vector.VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             self.rng = np.random.default_rng(seed)
+        if self.curriculum is not None:
+            self.curriculum.start(np.arange(self.num_envs), self.rng)
         self._reset_envs(np.arange(self.num_envs))
         self._obs = self._observe()
         return self._obs.copy(), {}
@@ -121,13 +132,16 @@ class BatchedTwin(gym.vector.VectorEnv):
             feet = self.backend.feet()
             self.feet.update(_zero_rows(feet, fault) if fault.any() else feet)
         self.episode_length += 1
-        terminated = self.task.terminated(state) | fault
+        ground = self.terrain_height(state)
+        terminated = self.task.terminated(state, ground) | fault
         truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
+        if self.terrain_timeout:  # a time-out, not a fall: the policy did nothing wrong by walking far
+            truncated |= self.terrain.off_terrain(state["base_pos"][:, :2]) & ~terminated
 
         kp, kd = scaled_gains(spec, self.params.kp_scale, self.params.kd_scale)
         torques = pd_torques(spec, state, self._target_history[0], kp, kd, self.params.motor_strength)
         terms = self.task.reward_terms(
-            state, self.commands, actions, self.last_actions, torques, joint_vel_before, terminated, self.feet
+            state, self.commands, actions, self.last_actions, torques, joint_vel_before, terminated, self.feet, ground
         )
         rewards = np.sum(list(terms.values()), axis=0)
         for k, v in terms.items():
@@ -139,6 +153,8 @@ class BatchedTwin(gym.vector.VectorEnv):
             "nan_actions": self._nan_this_step,
             "physics_faults": int(fault.sum()),
         }
+        if self.curriculum is not None:
+            info["terrain_level"] = self.curriculum.levels.copy()  # the levels of the episodes that ran this step
 
         done = terminated | truncated
         self._advance_commands_and_pushes(done)
@@ -153,6 +169,8 @@ class BatchedTwin(gym.vector.VectorEnv):
                 "terms": {k: v[ids].copy() for k, v in self.episode_terms.items()},
                 "env_ids": ids,
             }
+            if self.curriculum is not None:
+                self._update_curriculum(ids, state)
             self._reset_envs(ids)
             obs[ids] = self._observe()[ids]
 
@@ -188,6 +206,18 @@ class BatchedTwin(gym.vector.VectorEnv):
         """The action that holds the default pose (position) or stops the joints (velocity, torque)."""
         return np.zeros(self.spec.num_actions)
 
+    def terrain_height(self, state: dict[str, np.ndarray]) -> np.ndarray | None:
+        """[N] the terrain's height under each base; None without terrain (the robot's own floor, z = 0)."""
+        if self.terrain is None:
+            return None
+        c = self.curriculum
+        return self.terrain.height_at(c.levels, c.types, state["base_pos"][:, :2])
+
+    def base_height(self, state: dict[str, np.ndarray]) -> np.ndarray:
+        """[N] each base's height above the ground under it (what base_too_low and the fall KPIs measure)."""
+        ground = self.terrain_height(state)
+        return state["base_pos"][:, 2] - (0.0 if ground is None else ground)
+
     # ------------------------------------------------------------------ snapshot
     @property
     def observations(self) -> np.ndarray:
@@ -209,6 +239,7 @@ class BatchedTwin(gym.vector.VectorEnv):
             "rng": json.dumps(self.rng.bit_generator.state),
             "counters": {"nan_action_count": self.nan_action_count, "physics_fault_count": self.physics_fault_count},
             "feet": {} if self.feet is None else self.feet.state_dict(),
+            **({"terrain_levels": self.curriculum.levels.copy()} if self.curriculum is not None else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -229,6 +260,9 @@ class BatchedTwin(gym.vector.VectorEnv):
             setattr(self, k, int(v))
         if self.feet is not None:
             self.feet.load_state_dict(state["feet"])
+        if self.curriculum is not None:
+            self.curriculum.levels[:] = state["terrain_levels"]
+            self._place_on_terrain(np.arange(self.num_envs))
 
     # ------------------------------------------------------------------ internals
     def _check_actions(self, actions) -> np.ndarray:
@@ -271,7 +305,10 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.params.assign(ids, params)
         self.backend.set_params(ids, params)
         self.backend.reset(ids)
-        self.backend.set_state(ids, *self.task.reset_state(k, self.rng))
+        pos, *rest = self.task.reset_state(k, self.rng)
+        if self.terrain is not None:
+            pos[:, 2] += self._place_on_terrain(ids)
+        self.backend.set_state(ids, pos, *rest)
         self.actions[ids] = 0.0
         self.last_actions[ids] = 0.0
         if self.feet is not None:
@@ -283,6 +320,18 @@ class BatchedTwin(gym.vector.VectorEnv):
             v[ids] = 0.0
         if self.resample_commands:
             self.commands[ids] = self.task.commands.sample(k, self.rng)
+
+    def _place_on_terrain(self, ids: np.ndarray) -> np.ndarray:
+        """Give `ids` their curriculum cells' heights; returns the height each starts above (its spawn point's)."""
+        c = self.curriculum
+        self.backend.set_terrain(ids, self.terrain.heights[c.levels[ids], c.types[ids]])
+        return self.terrain.spawn_heights[c.levels[ids], c.types[ids]]
+
+    def _update_curriculum(self, ids: np.ndarray, state: dict[str, np.ndarray]) -> None:
+        # every env starts at the centre of its sub-terrain, (0, 0)
+        distance = np.linalg.norm(state["base_pos"][ids, :2], axis=1)
+        commanded = np.linalg.norm(self.commands[ids, :2], axis=1) * self.task.cfg.episode_length_s
+        self.curriculum.update(ids, distance, commanded, self.rng)
 
     def _advance_commands_and_pushes(self, done: np.ndarray) -> None:
         live = ~done

@@ -10,7 +10,7 @@ from sim.campaign.matrix import batches, scenarios
 from sim.robot import load_robot
 
 
-@pytest.mark.parametrize("name", ["quick", "full"])
+@pytest.mark.parametrize("name", ["quick", "full", "terrain"])
 def test_shipped_campaigns_load(name):
     cfg = load_campaign(name)
     assert cfg.name == name and cfg.robot is None  # robot-agnostic: the artifact's robot

@@ -2,7 +2,8 @@
 
 The twin resets finished envs in the same step, so the observation returned for a finished env is already the
 first of its next episode, as rsl_rl expects. Timeouts go to `extras["time_outs"]` (PPO bootstraps them);
-per-episode reward terms and per-step tracking errors go to `extras["log"]` as tensors whose mean is the metric.
+per-episode reward terms, per-step tracking errors and, on terrain, each env's curriculum level go to
+`extras["log"]` as tensors whose mean is the metric.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class TwinVecEnv(VecEnv):
             "Episode/return",
             "Episode/length_s",
             *(f"Tracking/{k}_error" for k in TRACKING_KEYS),
+            *(("Terrain/level",) if twin.curriculum is not None else ()),
         )
         twin.reset()
 
@@ -51,6 +53,8 @@ class TwinVecEnv(VecEnv):
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         obs, rew, terminated, truncated, info = self.twin.step(actions.detach().cpu().numpy())
         log = {f"Tracking/{k}_error": torch.from_numpy(info["tracking_error"][k]) for k in TRACKING_KEYS}
+        if "terrain_level" in info:
+            log["Terrain/level"] = torch.from_numpy(info["terrain_level"].astype(np.float32))
         episode = info.get("episode")
         if episode is not None:
             for k in self.reward_terms:

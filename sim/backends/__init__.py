@@ -9,6 +9,7 @@ from sim.errors import SimError
 
 if TYPE_CHECKING:  # annotations only: importing BACKENDS (CLI choices) must not load MuJoCo
     from sim.robot import RobotSpec
+    from sim.terrain import TerrainGrid
 
 BACKENDS = ("mujoco", "newton", "isaacsim")
 FOOT_BACKENDS = ("mujoco",)  # the backends whose feet() gives foot contacts (TwinBackend.feet)
@@ -16,11 +17,16 @@ FOOT_BACKENDS = ("mujoco",)  # the backends whose feet() gives foot contacts (Tw
 __all__ = ["BACKENDS", "FOOT_BACKENDS", "TwinBackend", "make_backend"]
 
 
-def make_backend(name: str, spec: RobotSpec, num_envs: int, nthread: int | None = None) -> TwinBackend:
+def make_backend(
+    name: str, spec: RobotSpec, num_envs: int, nthread: int | None = None, terrain: TerrainGrid | None = None
+) -> TwinBackend:
+    """terrain: a heightfield grid (MuJoCo only); None: the robot's own floor."""
+    if terrain is not None and name != "mujoco":
+        raise SimError(f"heightfield terrain needs the mujoco backend; {name} has the robot's flat floor only")
     if name == "mujoco":
         from sim.backends.mujoco_backend import MujocoBackend
 
-        return MujocoBackend(spec, num_envs, nthread=nthread)
+        return MujocoBackend(spec, num_envs, nthread=nthread, terrain=terrain)
     if name == "newton":
         from sim.backends.newton_backend import NewtonBackend
 

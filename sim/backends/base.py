@@ -42,6 +42,10 @@ class TwinBackend(ABC):
     def set_params(self, env_ids: np.ndarray, params: PhysicsParams) -> None:
         """Apply per-env friction, payload and actuator parameters (latency is the twin's job)."""
 
+    def set_terrain(self, env_ids: np.ndarray, heights: np.ndarray) -> None:
+        """Give `env_ids` the sub-terrains `heights` [k, n, n] (one of the TerrainGrid they were built with)."""
+        raise NotImplementedError(f"{type(self).__name__} has no heightfield terrain")
+
     @abstractmethod
     def state(self) -> dict[str, np.ndarray]:
         """base_pos, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel; leading axis num_envs.

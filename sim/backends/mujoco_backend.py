@@ -16,7 +16,9 @@ from mujoco import rollout
 
 from sim.backends.base import TwinBackend
 from sim.randomization import PhysicsParams
-from sim.robot import RobotSpec, build_mjspec, build_model, scaled_gains, set_pd_gains
+from sim.robot import RobotSpec, build_model, scaled_gains, set_pd_gains
+from sim.terrain import TerrainGrid
+from sim.terrain.mjspec import add_terrain, set_heights
 
 _FULL = mujoco.mjtState.mjSTATE_FULLPHYSICS.value
 _CTRL = mujoco.mjtState.mjSTATE_CTRL.value
@@ -41,12 +43,17 @@ def _add_foot_sensors(mj: mujoco.MjSpec, feet: tuple[str, ...]) -> None:
 
 
 class MujocoBackend(TwinBackend):
-    def __init__(self, spec: RobotSpec, num_envs: int, nthread: int | None = None):
+    def __init__(self, spec: RobotSpec, num_envs: int, nthread: int | None = None, terrain: TerrainGrid | None = None):
         self.spec = spec
         self.num_envs = num_envs
-        mj = build_mjspec(spec)
-        _add_foot_sensors(mj, spec.feet)
-        self.base_model = build_model(spec, mj)
+        self.terrain = terrain
+
+        def edit(mj: mujoco.MjSpec) -> None:
+            if terrain is not None:
+                add_terrain(mj, terrain)  # the world's planes become one heightfield
+            _add_foot_sensors(mj, spec.feet)  # contact against the world body: floor or terrain alike
+
+        self.base_model = build_model(spec, edit)
         self.models = [copy.copy(self.base_model) for _ in range(num_envs)]
         m = self.base_model
         nthread = min(os.cpu_count() or 1, num_envs) if nthread is None else nthread
@@ -126,6 +133,10 @@ class MujocoBackend(TwinBackend):
             m.body_mass[self._base_id] = mass
             m.body_inertia[self._base_id] = self._inertia0 * (mass / self._mass0)
             set_pd_gains(m, spec, kp[k], kd[k], np.full(nu, params.motor_strength[k]))
+
+    def set_terrain(self, env_ids: np.ndarray, heights: np.ndarray) -> None:
+        for i, cell in zip(env_ids, heights, strict=True):
+            set_heights(self.models[i], self.terrain, cell)
 
     def state(self) -> dict[str, np.ndarray]:
         # copies, not views: the next step overwrites self._state in place, and callers keep these arrays

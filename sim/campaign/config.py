@@ -1,5 +1,5 @@
-"""Campaign YAML (config/campaigns/<name>.yaml) -> CampaignConfig: the scenario axes, command sequences, seeds,
-episode length and acceptance gates of one validation campaign. Unknown keys and bad values fail with one line
+"""Campaign YAML (config/campaigns/<name>.yaml) -> CampaignConfig: the scenario axes, command sequences, terrains,
+seeds, episode length and acceptance gates of one validation campaign. Unknown keys and bad values fail with one line
 naming the key. See docs/campaigns.md for the reference."""
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
+from edge.config import load_dataclass
 from edge.fileio import read_yaml_mapping
 from edge.resources import config_path
 from edge.runtime import BACKENDS as RUNTIMES
 from sim.backends import BACKENDS
 from sim.errors import CampaignError
 from sim.kpis import DESCRIPTIVE_KPIS, KPI_NAMES
+from sim.terrain import TerrainConfig
 
 CAMPAIGN_DIRS = (config_path("campaigns"),)
 
@@ -36,6 +38,8 @@ AXES = {
 TWIN_AXES = ("obs_noise", "push_velocity")
 COMMAND_AXIS = "commands"  # values are names of command sequences
 DEFAULT_COMMANDS = {"forward": ["forward"]}  # half the robot's vx limit for the whole episode
+TERRAIN_AXIS = "terrain"  # values are names of `terrains` entries; a twin-wide setting, so batched by it too
+NAMED_AXES = (COMMAND_AXIS, TERRAIN_AXIS)
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class CampaignConfig:
     settle_s: float = 0.5  # tracking error skips this long after each command change
     axes: dict = field(default_factory=lambda: {COMMAND_AXIS: ["forward"]})  # axis -> list of values
     commands: dict = field(default_factory=lambda: dict(DEFAULT_COMMANDS))  # name -> list of segments
+    terrains: dict = field(default_factory=dict)  # name -> sim.terrain.TerrainConfig (no types: the robot's floor)
     gates: GateConfig = field(default_factory=GateConfig)
 
     def sim_sha256(self) -> str:
@@ -138,24 +143,35 @@ def _gates(raw, src: str) -> GateConfig:
     return GateConfig(kpis=kpis, failure_rate=rate, per_axis=per_axis)
 
 
-def _axes(raw, commands: dict, src: str) -> dict:
+def _terrains(raw, src: str) -> dict[str, TerrainConfig]:
+    """name -> TerrainConfig, each checked by edge.config; an entry with no types is the robot's own floor."""
+    out = {}
+    for name, entry in _mapping(raw, f"{src}: terrains").items():
+        where = f"{src}: terrains.{name}"
+        out[str(name)] = load_dataclass(TerrainConfig, _mapping(entry, where), error=CampaignError, name=where)
+    return out
+
+
+def _axes(raw, commands: dict, terrains: dict, src: str) -> dict:
     if not isinstance(raw, dict) or not raw:
         raise CampaignError(f"{src}: axes must map axis names to lists of values")
+    named = {COMMAND_AXIS: (commands, "command sequence", "commands"), TERRAIN_AXIS: (terrains, "terrain", "terrains")}
     out = {}
     for axis, values in raw.items():
         values = values if isinstance(values, list) else [values]
         if not values or len(set(map(str, values))) != len(values):
             raise CampaignError(f"{src}: axes.{axis} must list distinct values, got {values!r}")
-        if axis == COMMAND_AXIS:
+        if axis in named:
+            names, what, section = named[axis]
             if not all(isinstance(v, str) for v in values):
-                raise CampaignError(f"{src}: axes.{axis} must list command sequence names, got {values!r}")
-            missing = [v for v in values if v not in commands]
+                raise CampaignError(f"{src}: axes.{axis} must list {what} names, got {values!r}")
+            missing = [v for v in values if v not in names]
             if missing:
-                raise CampaignError(f"{src}: command sequence(s) {', '.join(map(str, missing))} not in commands")
+                raise CampaignError(f"{src}: {what}(s) {', '.join(map(str, missing))} not in {section}")
             out[axis] = [str(v) for v in values]
             continue
         if axis not in AXES:
-            raise CampaignError(f"{src}: unknown axis {axis!r}; known: {', '.join([*AXES, COMMAND_AXIS])}")
+            raise CampaignError(f"{src}: unknown axis {axis!r}; known: {', '.join([*AXES, *NAMED_AXES])}")
         check = AXES[axis][1]
         nums = [_number(v, f"{src}: axes.{axis}") for v in values]
         if not all(check(v) for v in nums):
@@ -179,6 +195,7 @@ def campaign_from_dict(raw: dict, src: str = "campaign") -> CampaignConfig:
         raise CampaignError(f"{src}: commands must map sequence names to lists of segments")
     for name, segments in commands.items():
         check_sequence(segments, f"{src}: commands.{name}")
+    terrains = _terrains(raw.get("terrains"), src)
     backend = str(raw.get("backend", "mujoco"))
     if backend not in BACKENDS:
         raise CampaignError(f"{src}: backend {backend!r} is not one of {', '.join(BACKENDS)}")
@@ -196,14 +213,17 @@ def campaign_from_dict(raw: dict, src: str = "campaign") -> CampaignConfig:
         batch_size=_integer(raw.get("batch_size", 64), f"{src}: batch_size"),
         push_interval_s=_number(raw.get("push_interval_s", 2.0), f"{src}: push_interval_s"),
         settle_s=_number(raw.get("settle_s", 0.5), f"{src}: settle_s"),
-        axes=_axes(raw.get("axes", {COMMAND_AXIS: [next(iter(commands))]}), commands, src),
+        axes=_axes(raw.get("axes", {COMMAND_AXIS: [next(iter(commands))]}), commands, terrains, src),
         commands={str(k): list(v) for k, v in commands.items()},
+        terrains=terrains,
         gates=_gates(raw.get("gates"), src),
     )
     if cfg.episode_s <= 0 or cfg.batch_size < 1 or cfg.push_interval_s <= 0 or cfg.settle_s < 0:
         raise CampaignError(f"{src}: episode_s, batch_size and push_interval_s must be positive, settle_s >= 0")
     if cfg.runtime not in RUNTIMES:
         raise CampaignError(f"{src}: runtime must be one of {', '.join(RUNTIMES)}, got {cfg.runtime!r}")
+    if backend != "mujoco" and any(t.enabled for t in terrains.values()):
+        raise CampaignError(f"{src}: terrains need the mujoco backend; {backend} has the robot's flat floor only")
     bad_axes = sorted(set(cfg.gates.per_axis) - set(cfg.axes))
     if bad_axes:
         raise CampaignError(f"{src}: gates.per_axis names axis(es) {', '.join(bad_axes)} that the campaign lacks")

@@ -8,7 +8,7 @@ import hashlib
 import itertools
 from dataclasses import dataclass
 
-from sim.campaign.config import AXES, TWIN_AXES, CampaignConfig
+from sim.campaign.config import AXES, TERRAIN_AXIS, TWIN_AXES, CampaignConfig
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class BatchJob:
     obs_noise: float
     push_velocity: float
     scenarios: tuple[Scenario, ...]
+    terrain: str | None = None  # a name of the campaign's terrains; None: the robot's own floor
 
 
 def _fmt(value) -> str:
@@ -47,16 +48,18 @@ def scenarios(cfg: CampaignConfig) -> list[Scenario]:
 
 
 def batches(cfg: CampaignConfig) -> list[BatchJob]:
-    """Scenarios grouped by (seed, twin-wide axes), each group cut into chunks of at most batch_size."""
+    """Scenarios grouped by (seed, twin-wide axes, terrain), each group cut into chunks of at most batch_size."""
     groups: dict[tuple, list[Scenario]] = {}
     for s in scenarios(cfg):
-        groups.setdefault((s.seed, *(s.value(a) for a in TWIN_AXES)), []).append(s)
+        groups.setdefault((s.seed, *(s.value(a) for a in TWIN_AXES), s.value(TERRAIN_AXIS)), []).append(s)
     jobs = []
-    for (seed, noise, push), members in groups.items():
+    for (seed, noise, push, terrain), members in groups.items():
         for start in range(0, len(members), cfg.batch_size):
             key = f"b{len(jobs):04d}"
-            # the twin's generator (initial states, noise, push directions) depends on the seed and the batch
-            digest = hashlib.sha256(f"{seed}|{noise}|{push}|{start}".encode()).digest()
+            # the twin's generator (initial states, noise, push directions) depends on the seed and the batch;
+            # a campaign without terrains keeps the streams it had before they existed
+            tag = f"{seed}|{noise}|{push}|{start}" + (f"|{terrain}" if terrain is not None else "")
+            digest = hashlib.sha256(tag.encode()).digest()
             jobs.append(
                 BatchJob(
                     key,
@@ -64,6 +67,7 @@ def batches(cfg: CampaignConfig) -> list[BatchJob]:
                     noise,
                     push,
                     tuple(members[start : start + cfg.batch_size]),
+                    terrain,
                 )
             )
     return jobs

@@ -7,6 +7,7 @@ bytes the driver verified (and the robot gets).
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from dataclasses import dataclass
@@ -148,6 +149,8 @@ def run_batch(
     task = load_task(spec)
     if cfg.backend not in FOOT_BACKENDS:  # rewards are no KPI: a backend without feet runs without the foot terms
         task = task.without_foot_terms()
+    if job.terrain is not None:
+        task = dataclasses.replace(task, terrain=cfg.terrains[job.terrain])
     twin = BatchedTwin(
         spec,
         num_envs=n,
@@ -159,6 +162,7 @@ def run_batch(
         resample_commands=False,
     )
     twin.max_episode_steps = steps + 1  # the campaign's episode length, not the robot's training one
+    twin.terrain_timeout = False  # an episode runs its length: the campaign's terrains are sized for it
     twin.set_commands(commands[:, 0])  # before reset, so the first observation carries the first command
     obs, _ = twin.reset()
     twin.set_params(params)
@@ -193,7 +197,7 @@ def run_batch(
         rec["q"][:, t], rec["qd"][:, t] = state["joint_pos"], state["joint_vel"]
         rec["tau"][:, t] = pd_torques(spec, state, targets, kp, kd, params.motor_strength)
         rec["raw"][:, t], rec["act"][:, t] = raw, act
-        height[:, t] = state["base_pos"][:, 2]
+        height[:, t] = twin.base_height(state)  # above the terrain under the base
         fell[:, t] = down
         if feet is not None:
             contact[:, t] = feet.contact

@@ -23,6 +23,7 @@ from sim.errors import SimError
 from sim.randomization import RandomizationConfig
 from sim.robot import CommandLimits, RobotSpec
 from sim.tasks.terms import FOOT_TERMS, OBSERVATIONS, REWARDS, TERMINATIONS
+from sim.terrain import TerrainConfig
 
 TermFunc = Callable[..., np.ndarray]  # func(ctx: TermContext, **params)
 
@@ -57,7 +58,7 @@ class VelocityCommand:
 class ResetConfig:
     joint_pos_noise: float = 0.1  # rad, uniform around the default pose (position-controlled robots only)
     base_velocity_noise: float = 0.05  # m/s and rad/s, uniform on each base velocity axis
-    # the base starts level at the robot's base_height with a uniformly random heading
+    # the base starts level at the robot's base_height (above the terrain) with a uniformly random heading
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class VelocityTaskConfig:
     reset: ResetConfig = field(default_factory=ResetConfig)
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     feet: FeetConfig = field(default_factory=FeetConfig)
+    terrain: TerrainConfig = field(default_factory=TerrainConfig)  # none by default: the robot's own floor
 
     @property
     def foot_terms(self) -> list[str]:
@@ -94,7 +96,7 @@ class VelocityTaskConfig:
     # The fall criterion of the terminations, for the KPIs that score falls the way the twin terminates.
     @property
     def min_base_height(self) -> float:
-        """base_too_low's min_base_height; -inf without that term."""
+        """base_too_low's min_base_height (above the terrain under the base); -inf without that term."""
         return _fall_param(self, TERMINATIONS["base_too_low"], "min_base_height", -math.inf)
 
     @property

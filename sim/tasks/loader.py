@@ -4,7 +4,7 @@ key checked, every error a SimError naming the file and the field.
 A section that is absent keeps the default. `rewards` and `terminations` are edited term by term: a listed term
 replaces the default's weight and merges its params, `name: null` drops a term, a new name adds one from the
 registry (sim.tasks.terms). `observations` is the whole ordered list. `commands`, `reset`, `randomization` and
-`feet` set the fields they name.
+`feet` set the fields they name. `terrain` is a sim.terrain.TerrainConfig (edge.config checks its fields).
 
 The generic part (a mapping onto a dataclass's fields, by the type of each default) is `_fields`: the place to
 swap in the project's typed-dataclass loader once there is one.
@@ -16,7 +16,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from edge.config import check_values
+from edge.config import check_values, load_dataclass
 from edge.fileio import read_yaml_mapping
 from edge.resources import config_path
 from sim.errors import RobotConfigError, SimError
@@ -33,6 +33,7 @@ from sim.tasks.config import (
     default_task,
 )
 from sim.tasks.terms import OBSERVATIONS, REWARDS, TERMINATIONS
+from sim.terrain import TerrainConfig
 
 TASK_CONFIG_DIRS = (config_path("tasks"),)  # share/edge/config/tasks in an install
 SECTIONS = (
@@ -44,6 +45,7 @@ SECTIONS = (
     "reset",
     "randomization",
     "feet",
+    "terrain",
 )
 
 
@@ -88,6 +90,10 @@ def load_task(robot: RobotSpec, path: str | Path | None = None) -> VelocityTaskC
     if "feet" in raw:
         feet = check_values(FeetConfig, _mapping(raw["feet"], src, "feet"), name=f"{src}: feet", error=SimError)
         changes["feet"] = dataclasses.replace(cfg.feet, **feet)
+    if "terrain" in raw:
+        changes["terrain"] = load_dataclass(
+            TerrainConfig, _mapping(raw["terrain"], src, "terrain"), error=SimError, name=f"{src}: terrain"
+        )
     return check_task(dataclasses.replace(cfg, **changes), robot, src)
 
 

@@ -54,9 +54,11 @@ class VelocityTrackingTask:
         joint_vel_before: np.ndarray,
         terminated: np.ndarray,
         feet: FootTracker | None = None,
+        terrain_height: np.ndarray | None = None,
     ) -> dict[str, np.ndarray]:
         """Each term with a non-zero weight: func(ctx, **params) * weight * control_dt. feet: the foot state the
-        foot terms read (sim.tasks.terms.feet), updated for this step."""
+        foot terms read (sim.tasks.terms.feet), updated for this step; terrain_height: [N] the ground under each
+        base (None: the flat floor)."""
         ctx = TermContext(
             self.spec,
             state,
@@ -67,6 +69,7 @@ class VelocityTrackingTask:
             joint_vel_before=joint_vel_before,
             terminated=terminated,
             feet=feet,
+            terrain_height=terrain_height,
         )
         dt = self.spec.control_dt
         return {
@@ -83,8 +86,8 @@ class VelocityTrackingTask:
             "wz": np.abs(commands[:, 2] - ang_vel[:, 2]),
         }
 
-    def terminated(self, state: dict[str, np.ndarray]) -> np.ndarray:
-        ctx = TermContext(self.spec, state)
+    def terminated(self, state: dict[str, np.ndarray], terrain_height: np.ndarray | None = None) -> np.ndarray:
+        ctx = TermContext(self.spec, state, terrain_height=terrain_height)
         done = np.zeros(len(state["base_pos"]), dtype=bool)
         for term in self.cfg.terminations.values():
             done |= term.func(ctx, **term.params)

@@ -14,6 +14,7 @@ EXAMPLES = """examples:
   sim2real train --robot rover --workers 2              # Ray Train job, gradients all-reduced (gloo on CPU)
   sim2real train --robot rover --workers 8 --ray-address ray://head:10001
   sim2real train --robot my_robot.yaml --config my_ppo.yaml
+  sim2real train --robot quadruped --task my_terrain_task.yaml   # a task YAML with a terrain: section
   sim2real train --resume runs/rover/2026-11-30_10-00-00  # continue exactly from the latest checkpoint
   sim2real train --sweep config/sweeps/rover_ppo.yaml   # Ray Tune; prints the best trial
   tensorboard --logdir runs                             # reward terms, tracking errors, env-steps/s
@@ -27,6 +28,7 @@ run continues up to it. Exit status 1 when training diverged (NaN); the last goo
 # PPOConfig fields with a flag of their own (None: the field's name, --checkpoint-every); their help, type and
 # choices come from the field; --config / config/ppo/<robot>.yaml set the rest
 PPO_FLAGS = {
+    "task": None,
     "num_envs": "--envs",
     "num_workers": "--workers",
     "iterations": None,

@@ -27,6 +27,9 @@ DEVICES = ("cpu", "cuda")
 @dataclass
 class PPOConfig:
     robot: str = setting("rover", "robot name (config/robots/<name>.yaml) or a robot YAML path")
+    task: str | None = setting(
+        None, "task YAML (e.g. one with a terrain: section); none: the robot's own config/tasks/velocity_<robot>.yaml"
+    )
     num_envs: int = setting(1024, "parallel envs in total, split evenly over the workers", ge=1)
     num_workers: int = setting(1, "policy replicas; >1 runs as a Ray Train job, one per worker", ge=1)
     iterations: int = setting(300, "total PPO iterations of the run; a resumed run continues up to it", ge=1)

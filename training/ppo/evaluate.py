@@ -36,7 +36,7 @@ class EvalResult:
 
 class TrackingEvaluator:
     def __init__(self, cfg: PPOConfig, spec: RobotSpec, nthread: int | None = None):
-        task = load_task(spec)
+        task = load_task(spec, cfg.task)
         randomization = cfg.randomization_config(task.randomization)
         self.command = cfg.eval_command
         self.threshold = cfg.threshold

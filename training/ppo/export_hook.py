@@ -38,7 +38,7 @@ def export_run(run_dir: Path, out: Path | None = None) -> Path:
     export_policy(
         actor_from_checkpoint(state),
         spec.to_dict(),
-        load_task(spec).obs_terms(spec.num_actions),
+        load_task(spec, cfg.task).obs_terms(spec.num_actions),
         out,
         run_id=run_id,
         target_limits=joint_target_limits(spec),

@@ -18,7 +18,8 @@ PLAIN_LINE_EVERY_S = 10.0  # without a terminal (CI, pipes): one plain progress 
 
 
 class ProgressBar:
-    """Iterations done / total with ETA, mean episode return and env-steps/s; events printed above the bar."""
+    """Iterations done / total with ETA, mean episode return, env-steps/s and (on terrain) the mean curriculum
+    level; events printed above the bar."""
 
     def __init__(self, total: int, start: int = 0, description: str = "train"):
         self.console = Console(stderr=True)
@@ -44,6 +45,8 @@ class ProgressBar:
         self.fps = record.get("Perf/env_steps_per_s", self.fps)
         reward = "-" if math.isnan(self.reward) else f"{self.reward:.3f}"
         status = f"mean return {reward:>7}  {self.fps:8,.0f} env-steps/s"
+        if "Terrain/level" in record:
+            status += f"  terrain level {record['Terrain/level']:.2f}"
         self.progress.update(self.task, completed=record["iteration"], status=status)
         now = time.monotonic()
         if not self.live and (now - self.last_plain >= PLAIN_LINE_EVERY_S or record["iteration"] >= self.total):

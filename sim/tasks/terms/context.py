@@ -33,6 +33,7 @@ class TermContext:
         joint_vel_before: np.ndarray | None = None,
         terminated: np.ndarray | None = None,
         feet: FootTracker | None = None,
+        terrain_height: np.ndarray | None = None,
     ):
         self.robot = robot
         self.state = state  # base_pos, base_quat (w, x, y, z), base_lin_vel (world), base_ang_vel, joint_pos, joint_vel
@@ -43,6 +44,13 @@ class TermContext:
         self.joint_vel_before = joint_vel_before  # joint velocities at the start of the step
         self.terminated = terminated
         self.feet = feet  # contacts, air time, landings, foot positions and velocities (robots with feet)
+        self.terrain_height = terrain_height  # [N] the ground under the base; None: the flat floor at z = 0
+
+    @property
+    def base_height(self) -> np.ndarray:
+        """[N] height of the base above the ground under it (m)."""
+        z = self.state["base_pos"][:, 2]
+        return z if self.terrain_height is None else z - self.terrain_height
 
     @property
     def dt(self) -> float:

@@ -9,8 +9,8 @@ from sim.tasks.terms.context import TermContext
 
 
 def base_too_low(ctx: TermContext, min_base_height: float) -> np.ndarray:
-    """The base is lower than min_base_height (m) above the ground plane."""
-    return ctx.state["base_pos"][:, 2] < min_base_height
+    """The base is lower than min_base_height (m) above the ground under it (the terrain's, on a heightfield)."""
+    return ctx.base_height < min_base_height
 
 
 def tilted(ctx: TermContext, max_tilt_rad: float) -> np.ndarray:
