@@ -130,7 +130,8 @@ class BatchedTwin(gym.vector.VectorEnv):
             state = _zero_rows(state, fault)
         if self.feet is not None:
             feet = self.backend.feet()
-            self.feet.update(_zero_rows(feet, fault) if fault.any() else feet)
+            feet = _zero_rows(feet, fault) if fault.any() else feet
+            self.feet.update(feet, self.foot_ground(feet["pos"]))
         self.episode_length += 1
         ground = self.terrain_height(state)
         terminated = self.task.terminated(state, ground) | fault
@@ -212,6 +213,15 @@ class BatchedTwin(gym.vector.VectorEnv):
             return None
         c = self.curriculum
         return self.terrain.height_at(c.levels, c.types, state["base_pos"][:, :2])
+
+    def foot_ground(self, foot_pos: np.ndarray) -> np.ndarray | None:
+        """[N, F] the terrain's height under each foot (foot_pos [N, F, 3]); None without terrain."""
+        if self.terrain is None:
+            return None
+        n, f = foot_pos.shape[:2]
+        c = self.curriculum
+        xy = foot_pos[..., :2].reshape(-1, 2)
+        return self.terrain.height_at(np.repeat(c.levels, f), np.repeat(c.types, f), xy).reshape(n, f)
 
     def base_height(self, state: dict[str, np.ndarray]) -> np.ndarray:
         """[N] each base's height above the ground under it (what base_too_low and the fall KPIs measure)."""

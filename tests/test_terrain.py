@@ -134,6 +134,10 @@ def test_robot_rests_on_the_terrain_under_it():
     ground = grid.height_at(np.zeros(4, int), np.zeros(4, int), xy)
     assert np.allclose(z, ground, atol=0.006)  # each foot on the terrain under it (within contact penetration)
     assert np.abs(ground).max() > 0.012  # which is not the floor at z = 0
+    # the foot terms measure from that ground too: a standing foot (its sensor at the sphere's centre) is one
+    # radius above it on rough ground and on the stairs' platform alike, not 2 m up
+    radius = model.geom_size[feet, 0]
+    assert np.allclose(twin.feet.height, radius, atol=0.008), twin.feet.height
     twin.close()
 
 

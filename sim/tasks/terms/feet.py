@@ -10,7 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
-_ARRAYS = ("contact", "first_contact", "air_time", "last_air_time", "swing_peak", "last_swing_peak", "pos", "vel")
+_ARRAYS = (
+    "contact",
+    "first_contact",
+    "air_time",
+    "last_air_time",
+    "swing_peak",
+    "last_swing_peak",
+    "pos",
+    "vel",
+    "height",
+)
 
 
 class FootTracker:
@@ -23,21 +33,24 @@ class FootTracker:
         self.first_contact = np.zeros(shape, bool)  # landed on this step (in the air on the step before)
         self.air_time = np.zeros(shape)  # s in the air so far (0 in contact)
         self.last_air_time = np.zeros(shape)  # s: the flight that ended with the latest landing
-        self.swing_peak = np.zeros(shape)  # m: highest foot z of the current flight
+        self.swing_peak = np.zeros(shape)  # m: highest foot height (above the ground under it) of the current flight
         self.last_swing_peak = np.zeros(shape)  # m: that of the flight that ended with the latest landing
         self.pos = np.zeros(shape + (3,))  # foot positions, world frame
         self.vel = np.zeros(shape + (3,))  # foot linear velocities, world frame
+        self.height = np.zeros(shape)  # m: foot height above the ground under it (world z on the flat floor)
 
-    def update(self, feet: dict[str, np.ndarray]) -> None:
-        """Advance one env-step with the backend's feet (contact_force, pos, vel)."""
+    def update(self, feet: dict[str, np.ndarray], ground: np.ndarray | None = None) -> None:
+        """Advance one env-step with the backend's feet (contact_force, pos, vel); ground: [N, F] the terrain's
+        height under each foot (None: the flat floor at z = 0)."""
         contact = feet["contact_force"] > self.contact_force_n
         self.pos, self.vel = feet["pos"], feet["vel"]
+        self.height = self.pos[..., 2] if ground is None else self.pos[..., 2] - ground
         in_air = ~contact
         self.first_contact = contact & (self.air_time > 0)
         self.last_air_time = np.where(self.first_contact, self.air_time, self.last_air_time)
         self.last_swing_peak = np.where(self.first_contact, self.swing_peak, self.last_swing_peak)
         self.air_time = np.where(in_air, self.air_time + self.dt, 0.0)
-        self.swing_peak = np.where(in_air, np.maximum(self.swing_peak, self.pos[..., 2]), 0.0)
+        self.swing_peak = np.where(in_air, np.maximum(self.swing_peak, self.height), 0.0)
         self.contact = contact
 
     def reset(self, env_ids: np.ndarray) -> None:

@@ -73,10 +73,10 @@ def feet_air_time(ctx: TermContext, threshold: float) -> np.ndarray:
 
 def feet_clearance(ctx: TermContext, target_height: float) -> np.ndarray:
     """Sum over feet of |foot z - target_height| * sqrt(foot xy speed) (Playground): a foot that moves is at the
-    swing height. Foot z is world z: the height above flat ground."""
+    swing height. Heights are above the ground under each foot (the terrain's, or the flat floor's)."""
     f = ctx.feet
     speed = np.linalg.norm(f.vel[..., :2], axis=-1)
-    return np.sum(np.abs(f.pos[..., 2] - target_height) * np.sqrt(speed), axis=1)
+    return np.sum(np.abs(f.height - target_height) * np.sqrt(speed), axis=1)
 
 
 def feet_height(ctx: TermContext, target_height: float) -> np.ndarray:
