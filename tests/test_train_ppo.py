@@ -111,3 +111,26 @@ def test_a_time_budget_evaluates_its_last_iteration_and_can_reach_the_threshold_
     runner.close()
     assert summary["status"] == "time_limit" and summary["iteration"] == 1
     assert summary["threshold"] is not None and summary["threshold"]["iteration"] == 1
+
+
+def test_the_evaluation_scores_a_gait_and_a_gait_threshold_needs_feet():
+    """A quadruped holding its stance tracks a zero command and stands on all four feet: no flight, no trot, no
+    slip, so a trot threshold fails it while the tracking threshold alone passes; the rover has no feet to judge."""
+    import numpy as np
+
+    from sim.robot import load_robot
+    from training.ppo.evaluate import TrackingEvaluator
+
+    lenient = {"vx": 10.0, "wz": 10.0, "falls": 0}
+    cfg = PPOConfig.for_robot("quadruped", eval_envs=2, eval_seconds=1.0, eval_command=[0.0, 0.0, 0.0])
+    spec = load_robot("quadruped")
+    stand = lambda obs: np.zeros((len(obs), spec.num_actions))  # noqa: E731 - the default pose
+    for threshold, passed in ((lenient, True), ({**lenient, "trot_index": 0.7, "mean_air_time_s": 0.2}, False)):
+        evaluator = TrackingEvaluator(cfg.replace(threshold=threshold), spec, nthread=1)
+        result = evaluator(stand)
+        evaluator.close()
+        assert result.trot_index == 0.0 and result.mean_air_time_s == 0.0 and result.foot_slip_m_s < 0.05
+        assert result.passed is passed, result
+    rover = PPOConfig.for_robot("rover", eval_envs=2, threshold={"vx": 0.1, "trot_index": 0.7})
+    with pytest.raises(ConfigError, match="threshold trot_index: a gait threshold needs a robot with feet"):
+        TrackingEvaluator(rover, load_robot("rover"), nthread=1)

@@ -115,6 +115,12 @@ def _print_summary(console, s: dict) -> None:
             "final evaluation",
             f"|vx err| {e['vx']:.3f} m/s, |wz err| {e['wz']:.3f} rad/s, falls {e['falls']}, passed: {e['passed']}",
         )
+        if e.get("trot_index") is not None:
+            table.add_row(
+                "gait",
+                f"trot index {e['trot_index']:.2f}, mean air time {e['mean_air_time_s']:.3f} s, "
+                f"foot slip {e['foot_slip_m_s']:.3f} m/s",
+            )
     table.add_row("checkpoint", str(s["last_checkpoint"]))
     console.print(table)
     console.print(f"tensorboard --logdir {s['run_dir']}", highlight=False)

@@ -61,6 +61,8 @@ def train(ctx: StageContext) -> StageResult:
     )
     if final:
         figure += f"; |vx err| {final.get('vx', float('nan')):.3f} m/s, |wz err| {final.get('wz', float('nan')):.3f}"
+    if final.get("trot_index") is not None:
+        figure += f"; trot index {final['trot_index']:.2f}, air time {final['mean_air_time_s']:.2f} s"
     return StageResult(
         PASS if reached else WARN,
         figure,

@@ -19,7 +19,9 @@ from sim.randomization import RandomizationConfig
 from training.errors import ConfigError
 
 PPO_CONFIG_DIR = config_path("ppo")
-THRESHOLD_KEYS = ("vx", "vy", "wz", "falls")
+THRESHOLD_KEYS = ("vx", "vy", "wz", "falls", "trot_index", "mean_air_time_s", "foot_slip_m_s")
+# the gait keys a policy must reach at least (the others are upper limits); robots with feet only (sim.gait)
+THRESHOLD_MINIMA = ("trot_index", "mean_air_time_s")
 SCHEDULES = ("adaptive", "fixed")
 DEVICES = ("cpu", "cuda")
 
@@ -74,7 +76,10 @@ class PPOConfig:
         None, "fixed command [vx, vy, wz]; none: randomised commands as in training", length=3
     )
     threshold: dict[str, float] = setting(
-        {"vx": 0.1, "wz": 0.2}, "mean |error| limits (and falls) the evaluation must meet", choices=THRESHOLD_KEYS
+        {"vx": 0.1, "wz": 0.2},
+        "what the evaluation must meet: mean |error| limits (vx, vy, wz), falls, and for a robot with feet the gait "
+        "(trot_index and mean_air_time_s at least, foot_slip_m_s at most)",
+        choices=THRESHOLD_KEYS,
     )
     stop_at_threshold: bool = setting(False, "stop once the evaluation passes the threshold")
     max_seconds: float | None = setting(None, "stop after this much training time (collection + learning)", gt=0)

@@ -233,7 +233,7 @@ class PPORunner:
         # the last iteration a time budget allows is evaluated too: its result decides the budget's threshold
         if due or out_of_time or self.iteration >= cfg.iterations:
             result = self.evaluate()
-            metrics.update({f"Eval/{k}": float(v) for k, v in result.as_dict().items()})
+            metrics.update({f"Eval/{k}": float(v) for k, v in result.as_dict().items() if v is not None})
             if result.passed and self.threshold is None:
                 self.threshold = {
                     "iteration": self.iteration,

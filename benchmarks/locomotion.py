@@ -1,0 +1,123 @@
+"""Time to a walking quadruped that trots: PPO on the project's quadruped (config/ppo/quadruped.yaml and its task
+config/tasks/velocity_quadruped.yaml, with MuJoCo Playground's gait terms) until its evaluation passes the
+tracking threshold of config/ppo/quadruped.yaml and the gait one: diagonal pairs in phase for at least 70% of the
+stance time (trot index), a mean air time of at least 0.2 s, foot slip at most 0.1 m/s (sim.gait; the evaluation
+of training.ppo.evaluate scores them).
+
+The clock counts training (collection and learning), not evaluation, as benchmarks/ppo_time_to_threshold.py does.
+The anchor is published, not measured beside it (it needs a GPU): legged_gym's ANYmal walks on flat ground in under
+4 minutes on one GPU, and MuJoCo Playground's Go1 joystick trains in minutes on one (../shared/anchors.md). The
+target here: at most 12 minutes of training on 2 cores, with the spread over 3 seeds.
+
+    python -m benchmarks.locomotion [--quick] [--terrain] [--minutes 12] [--seeds 0 1 2]
+
+--quick: one seed. --terrain: the same on a rough-terrain curriculum (rough ground and slopes, 10 levels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+GAIT = {"trot_index": 0.7, "mean_air_time_s": 0.2, "foot_slip_m_s": 0.1}
+ROUGH = {"types": ["rough", "slopes"], "levels": 10, "curriculum": True, "max_init_level": 2}
+ANCHOR = "legged_gym: ANYmal walks on flat ground in < 4 min on one GPU (published, not measured here)"
+
+
+def rough_task(out_dir: Path) -> Path:
+    """The quadruped's own task with a terrain curriculum added (the loader reads a task YAML whole)."""
+    from edge.resources import config_path
+
+    task = yaml.safe_load((config_path("tasks") / "velocity_quadruped.yaml").read_text())
+    path = out_dir / "velocity_quadruped_rough.yaml"
+    path.write_text(yaml.safe_dump({**task, "terrain": ROUGH}, sort_keys=False))
+    return path
+
+
+def train_seed(seed: int, minutes: float, run_root: Path, task: Path | None) -> dict:
+    from training.ppo.config import PPOConfig
+    from training.ppo.runner import PPORunner
+
+    base = PPOConfig.for_robot("quadruped")
+    cfg = base.replace(
+        seed=seed,
+        threshold={**base.threshold, **GAIT},
+        stop_at_threshold=True,
+        max_seconds=60.0 * minutes,
+        run_root=str(run_root),
+        export=False,
+        **({"task": str(task)} if task else {}),
+    )
+    runner = PPORunner(cfg, run_root / f"seed{seed}")
+    t0 = time.perf_counter()
+    summary = runner.learn()
+    runner.close()
+    final, reached = summary["final_eval"] or {}, summary["threshold"]
+    return {
+        "seed": seed,
+        "seconds_to_threshold": reached["train_seconds"] if reached else None,
+        "env_steps_to_threshold": reached["env_steps"] if reached else None,
+        "train_seconds": summary["train_seconds"],
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+        "iterations": summary["iteration"],
+        **{k: final.get(k) for k in ("vx", "wz", "falls", "trot_index", "mean_air_time_s", "foot_slip_m_s")},
+    }
+
+
+def _median(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.median(values)) if values else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="one seed")
+    parser.add_argument("--terrain", action="store_true", help="a rough-terrain curriculum instead of flat ground")
+    parser.add_argument("--minutes", type=float, default=12.0, help="training time cap per seed (default 12)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    args = parser.parse_args()
+    seeds = args.seeds[:1] if args.quick else args.seeds
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        task = rough_task(Path(tmp)) if args.terrain else None
+        runs = [train_seed(s, args.minutes, Path(tmp), task) for s in seeds]
+    print(f"{'seed':>4} {'to threshold':>13} {'iters':>6} {'|vx err|':>9} {'trot':>6} {'air s':>6} {'slip':>6}")
+    for r in runs:
+        t = f"{r['seconds_to_threshold']:.0f} s" if r["seconds_to_threshold"] is not None else "not reached"
+        print(
+            f"{r['seed']:>4} {t:>13} {r['iterations']:>6} {r['vx'] or float('nan'):>9.3f} "
+            f"{r['trot_index'] or 0:>6.2f} {r['mean_air_time_s'] or 0:>6.2f} {r['foot_slip_m_s'] or 0:>6.3f}"
+        )
+    reached = [r["seconds_to_threshold"] for r in runs if r["seconds_to_threshold"] is not None]
+    print(f"threshold: {yaml.safe_dump({**GAIT}, default_flow_style=True).strip()} plus config/ppo/quadruped.yaml's")
+    print(f"target: <= 12 min of training on 2 cores; anchor: {ANCHOR}")
+    print(f"load average (1 min) before / after: {load[0]:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(
+        json.dumps(
+            {
+                "bench": "locomotion",
+                "terrain": "rough+slopes curriculum" if args.terrain else "flat",
+                "seeds": len(runs),
+                "reached": len(reached),
+                "seconds_to_threshold": _median([r["seconds_to_threshold"] for r in runs]),
+                "seconds_to_threshold_spread": [min(reached), max(reached)] if reached else None,
+                "trot_index": _median([r["trot_index"] for r in runs]),
+                "mean_air_time_s": _median([r["mean_air_time_s"] for r in runs]),
+                "foot_slip_m_s": _median([r["foot_slip_m_s"] for r in runs]),
+                "per_seed": runs,
+                "baseline": ANCHOR,
+                "load_avg_1m": round(load[0], 2),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
