@@ -41,7 +41,9 @@ def _budget(
         name,
         {
             "train": ppo,
-            "validate": {"campaign": campaign},
+            # robots with feet are also run on the terrain campaign: reported with its own verdict, not a gate of
+            # promotion (the quick budget trains on flat ground)
+            "validate": {"campaign": campaign, "terrain_campaign": "terrain"},
             "instruction": {"budget": rlhf},
             "deploy": {"duty_seconds": duty_s, "instruction_seconds": instruction_s},
             "retrain": {"budget": retrain},

@@ -121,17 +121,45 @@ def export(ctx: StageContext) -> StageResult:
 
 # ------------------------------------------------------------------------------------------------- 3 validate
 def validate(ctx: StageContext) -> StageResult:
+    from edge.manifest import load_manifest
+    from sim.robot import load_robot
+
+    artifact = data(ctx, "export")["artifact"]
+    legged = bool(load_robot(load_manifest(artifact).robot["name"]).feet)
+    campaign_share = 0.8 if legged else 1.0
     outcome = run_gate(
-        data(ctx, "export")["artifact"],
+        artifact,
         ctx.settings["campaign"],
         ctx.out / "validation",
-        ctx.progress,
+        lambda f, note: ctx.progress(campaign_share * f, note),
         signing_key(ctx),
     )
-    return _campaign_result(outcome)
+    result = _campaign_result(outcome)
+    if not (legged and outcome.passed):
+        return result
+    terrain = run_gate(
+        artifact,
+        ctx.settings["terrain_campaign"],
+        ctx.out / "validation-terrain",
+        lambda f, note: ctx.progress(campaign_share + (1 - campaign_share) * f, f"terrain: {note}"),
+        trusted=signing_key(ctx),  # the artifact is promoted (signed) now: re-validation verifies it
+    )
+    s = terrain.summary
+    per_terrain = {a["value"]: 1 - a["failure_rate"] for a in s["axes"].get("terrain", [])}
+    shares = ", ".join(f"{name} {100 * share:.0f}%" for name, share in per_terrain.items())
+    return StageResult(
+        result.verdict if terrain.passed else WARN,
+        f"{result.figure}; terrain {'PASS' if terrain.passed else 'FAIL'} ({shares} of episodes pass)",
+        {**result.data, "terrain": _campaign_result(terrain).data | {"pass_share_per_terrain": per_terrain}},
+    )
 
 
-def run_gate(artifact: str, campaign: str, out: Path, progress: Progress, key: Path | None = None):
+def run_gate(
+    artifact: str, campaign: str, out: Path, progress: Progress, key: Path | None = None, trusted: Path | None = None
+):
+    """The campaign on the artifact: promoted and signed with `key` when it passes; with `trusted` (a private key
+    whose public half verifies the artifact) a re-validation that records no verdict."""
+    from edge.signing import public_path
     from sim.campaign.config import load_campaign
     from sim.campaign.runner import run_campaign
 
@@ -140,6 +168,8 @@ def run_gate(artifact: str, campaign: str, out: Path, progress: Progress, key: P
         load_campaign(campaign),
         out,
         signing_key=key,
+        trusted_keys=[public_path(trusted)] if trusted else (),
+        promote_verdict=trusted is None,
         progress=lambda done, total: progress(done / max(total, 1), f"{done}/{total} episodes"),
     )
 
