@@ -22,6 +22,7 @@ stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from edge.config import add_flags
+    from sim2real.rlhf_pipeline import BUDGETS
     from training.rlhf.config import ENGINES, INSTRUCTION_BACKENDS, PrefsConfig, RewardConfig, RLConfig, SFTConfig
 
     sub = p.add_subparsers(dest="stage", metavar="STAGE", required=True)
@@ -29,9 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--out", default="runs/rlhf/pipeline", help="run directory (default runs/rlhf/pipeline)")
     s.add_argument(
         "--budget",
-        choices=("minimal", "quick", "full"),
+        choices=list(BUDGETS),
         default="quick",
-        help="minimal (CI), quick (a few minutes) or full (config/rlhf/*.yaml)",
+        help="config/rlhf/budgets.yaml: minimal (CI), quick (the loop's, scratch model) or full (config/rlhf/*.yaml, "
+        "SFT from the SmolLM2 base)",
     )
     s.add_argument("--robot", default="rover")
     s.add_argument("--engine", choices=ENGINES, default=RLConfig.engine, help="RL sample generator")
