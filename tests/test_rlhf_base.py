@@ -143,6 +143,7 @@ def test_a_base_shaped_model_exports_for_the_robot(base, tmp_path):
     tokenizer.save_pretrained(tmp_path / "model")
     manifest = export_instruction_model(tmp_path / "model", tmp_path / "onnx")
     assert manifest["chat_prompt"] == small.chat_prompt and manifest["number_slots"] is False
+    assert manifest["schema_version"] == 2  # a schema-1 runtime, which knows no chat prompt, refuses it
     onnx = OnnxGenerator(tmp_path / "onnx", providers_for("cpu"))
     hf = HFGenerator(*load_model(tmp_path / "model", device="cpu"))
     prompts = [in_chat(build_prompt(i), onnx.chat_prompt) for i in INSTRUCTIONS]

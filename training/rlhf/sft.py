@@ -31,10 +31,10 @@ from training.rlhf.limits import limits_for
 from training.rlhf.model import chat_prompt_of, load_model, new_model, torch_device, train_tokenizer
 from training.rlhf.tokens import encode_completion, pad_right
 
-Example = tuple[list[int], list[int]]  # (prompt + completion ids, labels: -100 over the prompt)
+Demonstration = tuple[list[int], list[int]]  # (prompt + completion ids, labels: -100 over the prompt)
 
 
-def prepare(config: SFTConfig) -> tuple[torch.nn.Module, object, list[Example]]:
+def prepare(config: SFTConfig) -> tuple[torch.nn.Module, object, list[Demonstration]]:
     """(model to train, tokenizer, encoded demonstrations): the scratch model with its new tokenizer, or the base
     (LoRA-wrapped for finetune lora) with its own; on config.device."""
     base = resolve_base(config.base)
@@ -88,7 +88,7 @@ def prepare(config: SFTConfig) -> tuple[torch.nn.Module, object, list[Example]]:
     return model.to(torch_device(config.device)), tokenizer, data
 
 
-def sft_step(model, optim, batch: list[Example], pad: int) -> float:
+def sft_step(model, optim, batch: list[Demonstration], pad: int) -> float:
     """One optimiser step on a batch of demonstrations; returns the loss."""
     ids, attn = pad_right([b[0] for b in batch], pad)
     labels, _ = pad_right([b[1] for b in batch], -100)
