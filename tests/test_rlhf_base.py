@@ -19,7 +19,7 @@ from training.rlhf.config import LoRAConfig, SFTConfig
 from training.rlhf.export_onnx import export_instruction_model
 from training.rlhf.generation import HFGenerator
 from training.rlhf.model import chat_prompt_of, load_model, torch_device
-from training.rlhf.sft import merged, prepare, sft_step, trainable
+from training.rlhf.sft import merged, prepare, sft_step, train_sft, trainable
 
 INSTRUCTIONS = ("go forward 2 m", "turn right 45 degrees", "wait 3 s")
 CUDA = torch.cuda.is_available()
@@ -31,14 +31,14 @@ def base():
 
 
 def _lora_config(**kw) -> SFTConfig:
-    return SFTConfig(
+    settings = dict(
         base=str(base_dir()),
         finetune="lora",
         lora=LoRAConfig(r=4, alpha=8.0, dropout=0.0),
         examples=8,
         learning_rate=1e-2,  # large, so two steps move the adapters enough to show
-        **kw,
     )
+    return SFTConfig(**{**settings, **kw})
 
 
 def _texts(groups):
@@ -117,6 +117,15 @@ def test_lora_step_trains_only_the_adapters_and_the_merged_model_generates_the_s
     plain = HFGenerator(*load_model(tmp_path, device="cpu"))
     assert plain.chat_prompt == generator.chat_prompt and plain.number_slots is False
     assert _texts(plain.generate(prompts, **greedy)) == with_adapters
+
+
+def test_the_sft_stage_on_the_base_writes_a_plain_model_directory(tmp_path):
+    config = _lora_config(out=str(tmp_path), device="cpu", examples=2, steps=1, batch_size=2, eval_examples=1)
+    stats = train_sft(config)
+    assert stats["number_slots"] is False and stats["parameters"] == 134_515_008  # merged: no adapter weights
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["chat_prompt"].endswith("<|im_start|>assistant\n") and not list(tmp_path.glob("adapter_*"))
+    assert json.loads((tmp_path / "rlhf_sft.json").read_text())["config"]["base"] == str(base_dir())
 
 
 def test_a_base_shaped_model_exports_for_the_robot(base, tmp_path):
