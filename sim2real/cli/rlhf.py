@@ -9,7 +9,9 @@ HELP = "Instruction model with RLHF: SFT, preferences (page + simulated operator
 EXAMPLES = """the whole pipeline, resumable (SFT, preferences, reward model, RL, held-out evaluation):
   sim2real rlhf pipeline --budget quick --out runs/rlhf/quick
 stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/):
-  sim2real rlhf sft                                   # corpus, tokenizer, model, supervised fine-tuning
+  sim2real rlhf sft                                   # supervised fine-tuning of the SmolLM2 base (sft.yaml)
+  sim2real rlhf sft --finetune lora --lora-r 16       # the same with LoRA adapters, merged on save
+  sim2real rlhf sft --base scratch                    # the project's own small model and tokenizer
   sim2real rlhf prefs                                 # candidate pairs + simulated operator's preferences
   sim2real rlhf prefs --pairs 0 --import ratings.jsonl  # add field-log ratings
   sim2real rlhf serve --db runs/rlhf/prefs.sqlite     # preference page for people (127.0.0.1, token in URL)
