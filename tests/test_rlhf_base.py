@@ -19,6 +19,7 @@ from training.rlhf.config import LoRAConfig, SFTConfig
 from training.rlhf.export_onnx import export_instruction_model
 from training.rlhf.generation import HFGenerator
 from training.rlhf.model import chat_prompt_of, load_model, torch_device
+from training.rlhf.reward_model import RewardScorer
 from training.rlhf.sft import merged, prepare, sft_step, train_sft, trainable
 
 INSTRUCTIONS = ("go forward 2 m", "turn right 45 degrees", "wait 3 s")
@@ -126,6 +127,13 @@ def test_the_sft_stage_on_the_base_writes_a_plain_model_directory(tmp_path):
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["chat_prompt"].endswith("<|im_start|>assistant\n") and not list(tmp_path.glob("adapter_*"))
     assert json.loads((tmp_path / "rlhf_sft.json").read_text())["config"]["base"] == str(base_dir())
+    # the reward model reads the directory's prompts in its chat template too (pi_r = pi_sft here: reward 0)
+    model, tokenizer = load_model(tmp_path, device="cpu")
+    scorer = RewardScorer(model, model, tokenizer, beta=0.1)
+    plan = '[{"vx":0.5,"vy":0.0,"wz":0.0,"duration_s":4}]'
+    prompt_ids, _ = scorer.encode_plans(["go forward 2 m"], [None], [plan])
+    assert tokenizer.decode(prompt_ids[0]).startswith("<|im_start|>system")
+    assert scorer.score_plans(["go forward 2 m"], [None], [plan]) == [0.0]
 
 
 def test_a_base_shaped_model_exports_for_the_robot(base, tmp_path):
