@@ -10,10 +10,10 @@ a model directory exists under its final name only when complete. A stage whose 
 skipped on the next call; a leftover `.partial` directory (an interrupted run) is discarded and the stage redone;
 a directory without stage.json is never overwritten. `<out>/rlhf.json` lists every finished stage.
 
-Budgets (what a budget buys on a 2-core CPU; docs/rlhf.md has measured figures):
-- `minimal`: the CI end-to-end test, about 4 minutes; the figures only show that every stage ran.
-- `quick`: about 13 minutes; aims at the issue's targets (intent accuracy >= 90% and >= SFT + 10 points).
-- `full`: config/rlhf/<stage>.yaml as they are.
+Budgets (config/rlhf/budgets.yaml; what a budget buys on a 2-core CPU; docs/rlhf.md has measured figures):
+- `minimal`: the CI end-to-end test, about 4 minutes, the scratch model; the figures only show that every stage ran.
+- `quick`: about 13 minutes, the scratch model (SFT from the pretrained base does not fit the loop's envelope).
+- `full`: config/rlhf/<stage>.yaml as they are: SFT from the SmolLM2-135M-Instruct base.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge.config import load_dataclass, setting
+from edge.fileio import read_yaml_mapping
 from sim2real.errors import UserError
 from sim2real.pipeline import Budget, Pipeline, Progress, Stage, StageContext
 from training.rlhf.config import (
@@ -34,46 +36,30 @@ from training.rlhf.config import (
 )
 
 HELDOUT = RLHF_CONFIG_DIR / "heldout.jsonl"
-_SMALL_MODEL = {"vocab_size": 384, "num_layers": 2, "intermediate_size": 256}
-# settings: overrides of config/rlhf/<stage>.yaml; expected seconds: docs/rlhf.md's figures (the clean CI run for
-# minimal), the ETAs and the weights of the stages in the pipeline's progress
-BUDGETS = {
-    "minimal": Budget(
-        "minimal",
-        {
-            "sft": {
-                "examples": 6000,
-                "steps": 400,
-                "warmup_steps": 20,
-                "eval_examples": 16,
-                "eval_every": 0,
-                "model": _SMALL_MODEL,
-            },
-            "prefs": {"pairs": 600},
-            "reward": {"epochs": 3},
-            "rl": {"iterations": 2, "prompts_per_iteration": 8},
-        },
-        {"sft": 119, "prefs": 64, "reward": 12, "rl": 20, "eval": 6, "onnx": 13},
-    ),
-    "quick": Budget(
-        "quick",
-        {
-            "sft": {
-                "examples": 12000,
-                "steps": 700,
-                "warmup_steps": 30,
-                "eval_examples": 32,
-                "eval_every": 0,
-                "model": _SMALL_MODEL,
-            },
-            "prefs": {"pairs": 700},
-            "reward": {"epochs": 3},
-            "rl": {"iterations": 24, "prompts_per_iteration": 16},
-        },
-        {"sft": 369, "prefs": 131, "reward": 18, "rl": 270, "eval": 9, "onnx": 13},
-    ),
-    "full": Budget("full", {}, {"sft": 1521, "prefs": 154, "reward": 40, "rl": 434, "eval": 8, "onnx": 13}),
-}
+BUDGETS_FILE = RLHF_CONFIG_DIR / "budgets.yaml"
+
+
+@dataclass
+class BudgetEntry:
+    """One budget of config/rlhf/budgets.yaml."""
+
+    settings: dict[str, dict] = setting({}, "per stage: overrides of config/rlhf/<stage>.yaml")
+    expected_s: dict[str, float] = setting({}, "seconds each stage is expected to take", ge=0)
+
+
+def load_budgets(path: Path = BUDGETS_FILE) -> dict[str, Budget]:
+    """The budgets a YAML file names, checked (each stage's settings are checked again by the stage's config)."""
+    raw = read_yaml_mapping(path, UserError, "RLHF budgets", "expected a mapping of budget names")
+    budgets = {}
+    for name, values in raw.items():
+        entry = load_dataclass(BudgetEntry, values, error=UserError, name=f"{path}: {name}")
+        unknown = sorted((set(entry.settings) | set(entry.expected_s)) - set(PIPELINE.names))
+        if unknown:
+            raise UserError(
+                f"{path}: {name}: unknown stage(s) {', '.join(unknown)} (stages: {', '.join(PIPELINE.names)})"
+            )
+        budgets[name] = Budget(name, entry.settings, entry.expected_s)
+    return budgets
 
 
 @dataclass(frozen=True)
@@ -199,6 +185,7 @@ PIPELINE = Pipeline(
         Stage("onnx", _onnx, "the RLHF model exported for the robot (ONNX Runtime)", fresh_dir=True),
     ),
 )
+BUDGETS = load_budgets()
 
 
 def _config(cls, stage: str, overrides: dict | None, **fixed):

@@ -64,3 +64,12 @@ def reward_dir() -> Path:
 
 def prefs_db() -> Path:
     return Path(minimal_run()["sft_dir"]).parent / "prefs" / "prefs.sqlite"
+
+
+@functools.cache
+def base_dir() -> Path:
+    """The SmolLM2 base converted once (about 20 s) into EDGE_TEST_CACHE's edge-bases/ and reused by later runs."""
+    from training.rlhf.base_model import resolve_base
+
+    cache = Path(os.environ.get("EDGE_TEST_CACHE", tempfile.gettempdir())) / "edge-bases"
+    return resolve_base("smollm2-135m-instruct", cache=cache)

@@ -25,6 +25,7 @@ from training.rlhf.config import (
     ENGINES,
     INSTRUCTION_BACKENDS,
     RLHF_CONFIG_DIR,
+    LoRAConfig,
     PrefsConfig,
     RewardConfig,
     RLConfig,
@@ -291,6 +292,8 @@ def _same_as_field(action: argparse.Action, f: dataclasses.Field) -> None:
     assert action.default is None, f.name  # the YAML's value stands unless the flag is given
     assert list(action.choices or []) == list(f.metadata.get("choices", [])), f.name
     shown = str(default).lower() if isinstance(default, bool) or default is None else str(default)
+    if isinstance(default, (tuple, list)):  # a list flag takes (and shows) its items space-separated
+        shown = " ".join(map(str, default))
     assert f"built-in default {'none' if default is None else shown}" in action.help, (f.name, action.help)
 
 
@@ -308,10 +311,11 @@ def test_train_flags_are_ppo_config_fields():
 )
 def test_rlhf_stage_flags_are_its_config_fields(stage, cls):
     actions = _actions(["rlhf", stage])
+    nested = {"model": ModelConfig, "lora": LoRAConfig} if cls is SFTConfig else {}
     for f in dataclasses.fields(cls):
-        if f.name == "model" and cls is SFTConfig:
-            for g in dataclasses.fields(ModelConfig):
-                _same_as_field(actions[f"model.{g.name}"], g)
+        if f.name in nested:
+            for g in dataclasses.fields(nested[f.name]):
+                _same_as_field(actions[f"{f.name}.{g.name}"], g)
         else:
             _same_as_field(actions[f.name], f)
 

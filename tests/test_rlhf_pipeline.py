@@ -9,8 +9,9 @@ import pytest
 from safetensors.torch import load_file
 
 from sim2real.errors import UserError
-from sim2real.rlhf_pipeline import PIPELINE, run_pipeline
+from sim2real.rlhf_pipeline import BUDGETS, PIPELINE, load_budgets, run_pipeline
 from tests.rlhf_helpers import minimal_run
+from training.rlhf.config import RLHF_CONFIG_DIR, SFTConfig, load_config
 
 STAGES = PIPELINE.names
 KEYS = {
@@ -78,3 +79,16 @@ def test_bad_arguments_and_foreign_directories_are_refused(tmp_path):
     with pytest.raises(UserError, match="stage.json"):
         run_pipeline(tmp_path, budget="minimal")
     assert (tmp_path / "sft" / "mine.txt").read_text() == "keep"
+
+
+def test_budgets_come_from_the_yaml_and_name_the_base(tmp_path):
+    assert {BUDGETS[b].settings["sft"]["base"] for b in ("minimal", "quick")} == {"scratch"}
+    assert "sft" not in BUDGETS["full"].settings  # full: config/rlhf/sft.yaml as it is
+    assert load_config(SFTConfig, RLHF_CONFIG_DIR / "sft.yaml").base == "smollm2-135m-instruct"
+    bad = tmp_path / "budgets.yaml"
+    bad.write_text("quick:\n  settings: {sfx: {steps: 1}}\n")
+    with pytest.raises(UserError, match=r"budgets.yaml: quick: unknown stage\(s\) sfx"):
+        load_budgets(bad)
+    bad.write_text("quick:\n  expected_s: {sft: -1}\n")
+    with pytest.raises(UserError, match="expected_s"):
+        load_budgets(bad)

@@ -22,6 +22,7 @@ from edge.errors import ArtifactError
 from edge.instruct.generator import MAX_NEW_TOKENS, Completion
 from edge.instruct.grammar import GrammarMask, PlanGrammars, TokenGrammar
 from edge.instruct.onnx_manifest import INPUTS, LOGITS, cache_names, read_exported
+from edge.instruct.prompt import chat_prompt
 from edge.providers import BACKENDS, providers_for
 
 __all__ = ["BACKENDS", "OnnxGenerator", "providers_for"]
@@ -68,6 +69,7 @@ class OnnxGenerator:
         self.eos, self.pad = int(manifest["eos_id"]), int(manifest["pad_id"])
         self.max_positions, self.batch_size = int(manifest["max_positions"]), batch_size
         self.number_slots = bool(manifest["number_slots"])
+        self.chat_prompt = chat_prompt(manifest)  # absent in exports of models that read the plain prompt
         self.manifest = manifest
         special = set(manifest["special_ids"])
         texts = [

@@ -5,6 +5,10 @@ library's format) and `manifest.json`, which vouches for both by sha256 and says
 Model inputs: input_ids, attention_mask (over past and new tokens), position_ids (int64), past.{i}.key and
 past.{i}.value per layer ([batch, kv_heads, past, head_dim] float32; past 0 on the first step); outputs: logits
 [batch, seq, vocab] and present.{i}.key / present.{i}.value, the cache for the next step.
+
+Schema 2 adds `chat_prompt`: the model's rendered chat template (edge.instruct.prompt.in_chat), null for a model
+that reads the plain prompt. A schema-1 runtime refuses it rather than prompting a chat model wrongly; this
+runtime reads both (schema 1 has no chat prompt).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from edge.errors import ArtifactError
 from edge.fileio import atomic_write_bytes, sha256_bytes
 
 FORMAT = "edge-instruct-onnx"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)
 MANIFEST_FILE = "manifest.json"
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
@@ -70,9 +75,10 @@ def read_exported(model_dir: str | Path) -> tuple[dict, bytes, str]:
     missing = [k for k in _REQUIRED if k not in manifest]
     if missing:
         raise ArtifactError(f"{manifest_path}: missing {', '.join(missing)}")
-    if manifest["schema_version"] != SCHEMA_VERSION:
+    if manifest["schema_version"] not in READABLE_SCHEMAS:
         raise ArtifactError(
-            f"{manifest_path}: schema version {manifest['schema_version']}, this runtime reads {SCHEMA_VERSION}"
+            f"{manifest_path}: schema version {manifest['schema_version']}, this runtime reads "
+            f"{', '.join(map(str, READABLE_SCHEMAS))}"
         )
     model, tokenizer = (_verified(path, manifest, key) for key in ("model", "tokenizer"))
     try:

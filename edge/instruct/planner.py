@@ -45,8 +45,8 @@ class InstructionPlanner:
         states = list(states) if states is not None else [None] * len(instructions)
         screened = [screen_instruction(text, self.limits) for text in instructions]
         ask = [i for i, (clean, _) in enumerate(screened) if clean and not is_stop(clean)]
-        slots = getattr(self.generator, "number_slots", False)
-        inputs = {i: model_input(screened[i][0], states[i], slots) for i in ask}
+        slots, chat = getattr(self.generator, "number_slots", False), getattr(self.generator, "chat_prompt", None)
+        inputs = {i: model_input(screened[i][0], states[i], slots, chat) for i in ask}
         outputs = (
             self.generator.generate(
                 [inputs[i].prompt for i in ask],

@@ -9,7 +9,9 @@ HELP = "Instruction model with RLHF: SFT, preferences (page + simulated operator
 EXAMPLES = """the whole pipeline, resumable (SFT, preferences, reward model, RL, held-out evaluation):
   sim2real rlhf pipeline --budget quick --out runs/rlhf/quick
 stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/):
-  sim2real rlhf sft                                   # corpus, tokenizer, model, supervised fine-tuning
+  sim2real rlhf sft                                   # supervised fine-tuning of the SmolLM2 base (sft.yaml)
+  sim2real rlhf sft --finetune lora --lora-r 16       # the same with LoRA adapters, merged on save
+  sim2real rlhf sft --base scratch                    # the project's own small model and tokenizer
   sim2real rlhf prefs                                 # candidate pairs + simulated operator's preferences
   sim2real rlhf prefs --pairs 0 --import ratings.jsonl  # add field-log ratings
   sim2real rlhf serve --db runs/rlhf/prefs.sqlite     # preference page for people (127.0.0.1, token in URL)
@@ -22,6 +24,7 @@ stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from edge.config import add_flags
+    from sim2real.rlhf_pipeline import BUDGETS
     from training.rlhf.config import ENGINES, INSTRUCTION_BACKENDS, PrefsConfig, RewardConfig, RLConfig, SFTConfig
 
     sub = p.add_subparsers(dest="stage", metavar="STAGE", required=True)
@@ -29,9 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--out", default="runs/rlhf/pipeline", help="run directory (default runs/rlhf/pipeline)")
     s.add_argument(
         "--budget",
-        choices=("minimal", "quick", "full"),
+        choices=list(BUDGETS),
         default="quick",
-        help="minimal (CI), quick (a few minutes) or full (config/rlhf/*.yaml)",
+        help="config/rlhf/budgets.yaml: minimal (CI), quick (the loop's, scratch model) or full (config/rlhf/*.yaml, "
+        "SFT from the SmolLM2 base)",
     )
     s.add_argument("--robot", default="rover")
     s.add_argument("--engine", choices=ENGINES, default=RLConfig.engine, help="RL sample generator")

@@ -14,8 +14,9 @@ from typing import TypeVar
 from edge.config import load_dataclass, setting
 from edge.resources import config_path
 from training.errors import ConfigError
+from training.rlhf.base_model import BASE_HELP, SCRATCH
 from training.rlhf.corpus import POOLS
-from training.rlhf.model import ModelConfig
+from training.rlhf.model import DEVICES, ModelConfig
 
 RLHF_CONFIG_DIR = config_path("rlhf")
 # what generates RL's samples: vLLM (in process, or Ray actors), or transformers on the trainer's own model
@@ -23,6 +24,23 @@ ENGINES = ("vllm", "transformers")
 # what runs a model directory for planning (training.rlhf.generation.load_generator: eval, SIL, instruction_node);
 # the first is the default
 INSTRUCTION_BACKENDS = ("transformers", "vllm")
+FINETUNES = ("full", "lora")  # every weight trained, or low-rank adapters (peft) merged into the weights on save
+# how the model reads the instruction's numbers: auto is slots for the scratch model (its tokenizer has one token
+# per slot) and plain for a pretrained base (docs/rlhf.md has the token counts behind this choice)
+NUMBER_FORMATS = ("auto", "slots", "plain")
+DEVICE_HELP = "where the tensors live: auto (cuda when torch sees a GPU), cpu or cuda"
+
+
+@dataclass
+class LoRAConfig:
+    r: int = setting(16, "adapter rank", ge=1)
+    alpha: float = setting(32.0, "adapter scale numerator (the update is scaled by alpha / r)", gt=0)
+    dropout: float = setting(0.05, "dropout on the adapter's input", ge=0, lt=1)
+    target_modules: tuple[str, ...] = setting(
+        ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        "linear layers that get adapters (Llama names)",
+        length=(1, None),
+    )
 
 
 @dataclass
@@ -35,7 +53,16 @@ class SFTConfig:
     learning_rate: float = setting(2e-3, "peak learning rate", gt=0)
     warmup_steps: int = setting(50, "steps of linear warm-up", ge=0)
     weight_decay: float = setting(0.01, "AdamW weight decay", ge=0)
+    base: str = setting(SCRATCH, BASE_HELP)
+    finetune: str = setting(
+        "full", "full: train every weight; lora: train adapters only (a pretrained base)", choices=FINETUNES
+    )
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
+    number_slots: str = setting(
+        "auto", "numbers as slots #1, #2, ... or plain digits; auto: slots for scratch only", choices=NUMBER_FORMATS
+    )
     model: ModelConfig = field(default_factory=ModelConfig)
+    device: str = setting("auto", DEVICE_HELP, choices=DEVICES)
     eval_examples: int = setting(128, "fresh sft-pool examples scored (greedy) during and after training", ge=1)
     eval_every: int = setting(0, "steps between validation scores (constrained decoding); 0: only at the end", ge=0)
     seed: int = setting(0, "random seed")
@@ -71,6 +98,7 @@ class RewardConfig:
     learning_rate: float = setting(5e-4, "learning rate", gt=0)
     beta: float = setting(0.1, "r = beta * log(pi_r / pi_sft): the reward's scale", gt=0)
     holdout: float = setting(0.2, "share of the pairs kept out of training to measure ranking accuracy", ge=0, lt=1)
+    device: str = setting("auto", DEVICE_HELP, choices=DEVICES)
     seed: int = setting(0, "random seed")
 
 
@@ -99,6 +127,7 @@ class RLConfig:
     json_weight: float = setting(1.0, "what invalid JSON costs", ge=0)
     pool: str = setting("rl", "prompt pool; its phrasings have intents but no target plans", choices=POOLS)
     sync_dir: str = setting("/dev/shm", "weights go to a directory here, then into the running engine")
+    device: str = setting("auto", DEVICE_HELP, choices=DEVICES)
     seed: int = setting(0, "random seed")
 
 

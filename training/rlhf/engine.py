@@ -20,6 +20,7 @@ from pathlib import Path
 
 from edge.instruct.generator import MAX_NEW_TOKENS, Completion
 from edge.instruct.plan import plan_regex
+from edge.instruct.prompt import chat_prompt
 from edge.instruct.slots import slot_count, uses_number_slots
 
 
@@ -53,7 +54,8 @@ class VLLMEngine:
             {} if cuda else {"enable_chunked_prefill": False, "max_num_seqs": 512, "max_num_batched_tokens": 8192}
         )
         set_num_threads = torch.set_num_threads
-        self.number_slots = uses_number_slots(json.loads((Path(model_dir) / "config.json").read_text()))
+        config = json.loads((Path(model_dir) / "config.json").read_text())
+        self.number_slots, self.chat_prompt = uses_number_slots(config), chat_prompt(config)
         self.llm = LLM(
             model=str(model_dir),
             seed=seed,
@@ -145,7 +147,8 @@ class RayVLLMEngines:
 
         if not ray.is_initialized():
             ray.init()
-        self.number_slots = uses_number_slots(json.loads((Path(model_dir) / "config.json").read_text()))
+        config = json.loads((Path(model_dir) / "config.json").read_text())
+        self.number_slots, self.chat_prompt = uses_number_slots(config), chat_prompt(config)
         actor = ray.remote(num_gpus=num_gpus)(VLLMEngine)
         self.engines = [actor.remote(str(model_dir), seed=seed + i) for i in range(num_engines)]
 

@@ -31,7 +31,7 @@ from edge.instruct.onnx_manifest import (
     cache_names,
     write_manifest,
 )
-from edge.instruct.prompt import build_prompt
+from edge.instruct.prompt import build_prompt, chat_prompt, in_chat
 from edge.instruct.slots import uses_number_slots
 
 OPSET = 18
@@ -45,8 +45,9 @@ def export_instruction_model(model_dir: str | Path, out_dir: str | Path) -> dict
 
     from training.rlhf.model import load_model
 
-    model, tokenizer = load_model(model_dir)
+    model, tokenizer = load_model(model_dir, device="cpu")  # the parity check runs ONNX Runtime on the CPU
     cfg = model.config
+    probes = [in_chat(p, chat_prompt(cfg)) for p in _PROBES]  # as the model reads its prompts
     layers = cfg.num_hidden_layers
     cache = {
         "layers": layers,
@@ -59,8 +60,8 @@ def export_instruction_model(model_dir: str | Path, out_dir: str | Path) -> dict
     tokenizer_bytes = backend.to_str().encode()
     onnx_bytes = _export(model, cache)
 
-    probe = tokenizer(list(_PROBES), return_tensors="np", padding=True)
-    if [e.ids for e in Tokenizer.from_str(tokenizer_bytes.decode()).encode_batch(list(_PROBES))] != [
+    probe = tokenizer(probes, return_tensors="np", padding=True)
+    if [e.ids for e in Tokenizer.from_str(tokenizer_bytes.decode()).encode_batch(probes)] != [
         ids[m == 1].tolist() for ids, m in zip(probe["input_ids"], probe["attention_mask"], strict=True)
     ]:
         raise ArtifactError(f"{model_dir}: the saved tokenizer encodes differently from transformers'; not written")
@@ -83,6 +84,7 @@ def export_instruction_model(model_dir: str | Path, out_dir: str | Path) -> dict
         "pad_id": tokenizer.pad_token_id,
         "special_ids": sorted(set(tokenizer.all_special_ids)),
         "number_slots": uses_number_slots(cfg),
+        "chat_prompt": chat_prompt(cfg),  # None: the plain prompt
         "max_positions": cfg.max_position_embeddings,
     }
     out = Path(out_dir)

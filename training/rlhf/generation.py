@@ -8,6 +8,7 @@ import torch
 
 from edge.instruct.generator import MAX_NEW_TOKENS, Completion, Generator
 from edge.instruct.grammar import PlanGrammars, TokenGrammar
+from edge.instruct.prompt import chat_prompt
 from edge.instruct.slots import uses_number_slots
 from training.errors import ConfigError
 from training.rlhf.config import INSTRUCTION_BACKENDS
@@ -20,6 +21,7 @@ class HFGenerator:
     def __init__(self, model, tokenizer, batch_size: int = 256):
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.number_slots = uses_number_slots(model.config)
+        self.chat_prompt = chat_prompt(model.config)
         self._grammars: PlanGrammars | None = None  # built when first needed (unconstrained calls never need it)
 
     def _grammar(self, prompt: str) -> TokenGrammar:
@@ -45,7 +47,7 @@ class HFGenerator:
         self.model.eval()
         for start in range(0, len(prompts), self.batch_size):
             chunk = prompts[start : start + self.batch_size]
-            batch = tok(chunk, return_tensors="pt", padding=True)
+            batch = tok(chunk, return_tensors="pt", padding=True).to(self.model.device)
             kwargs = (
                 {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else {"do_sample": False}
             )

@@ -3,8 +3,9 @@ small Llama-style causal LM initialised from scratch (no hub download is possibl
 
 The model reads and writes numbers as slots (#1 is the instruction's first number; slots.py), one token each;
 the digits left (default speeds, 1.57 for an unspecified turn) are split one per token. head_dim is 64 because
-vLLM's CPU attention rejects 16. Any other local Hugging Face causal-LM directory can replace this model in every
-stage (it reads and writes plain numbers).
+vLLM's CPU attention rejects 16. A pretrained base (base_model.py) or any other local Hugging Face causal-LM
+directory can replace this model in every stage; it reads and writes plain numbers unless its config says
+`number_slots`, and reads its prompt in its own chat template when its config has `chat_prompt`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge.config import setting
+from edge.instruct.prompt import CHAT_SLOT
 from edge.instruct.slots import SLOT_TOKENS
 from training.errors import ConfigError
 
@@ -21,6 +23,7 @@ PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 # the plan grammar's fixed pieces as single tokens: a segment is then 4 of these and 16 digit/point/sign tokens
 GRAMMAR_TOKENS = ['[{"vx":', '},{"vx":', ',"vy":', ',"wz":', ',"duration_s":', "}]"]
 HEAD_DIMS = (32, 64, 128)  # the head sizes vLLM's CPU attention takes
+DEVICES = ("auto", "cpu", "cuda")  # where a stage's tensors live; auto: cuda when torch sees a GPU
 
 
 @dataclass
@@ -65,8 +68,9 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int):
     )
 
 
-def new_model(tokenizer, config: ModelConfig, seed: int = 0):
-    """A randomly initialised LlamaForCausalLM sized by `config` for `tokenizer`."""
+def new_model(tokenizer, config: ModelConfig, seed: int = 0, number_slots: bool = True):
+    """A randomly initialised LlamaForCausalLM sized by `config` for `tokenizer`; `number_slots`: it reads an
+    instruction's numbers as #1, #2, ... and writes plans with them (slots.py)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -83,14 +87,39 @@ def new_model(tokenizer, config: ModelConfig, seed: int = 0):
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        number_slots=True,  # reads an instruction's numbers as #1, #2, ... and writes plans with them (slots.py)
+        number_slots=number_slots,
     )
     torch.manual_seed(seed)
     return LlamaForCausalLM(cfg)
 
 
-def load_model(model_dir: str | Path, kind: str = "causal"):
-    """(model, tokenizer) from a local directory; kind "causal" or "reward" (sequence classification, 1 label)."""
+def torch_device(name: str = "auto"):
+    """The torch device a `device` setting names; ConfigError for cuda on a machine without one."""
+    import torch
+
+    if name not in DEVICES:
+        raise ConfigError(f"device must be one of {', '.join(DEVICES)}, got {name!r}")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device cuda: torch sees no CUDA GPU here (use auto or cpu)")
+    return torch.device("cuda" if name != "cpu" and torch.cuda.is_available() else "cpu")
+
+
+def chat_prompt_of(tokenizer) -> str | None:
+    """The tokenizer's chat template rendered for one user turn and the assistant's reply (CHAT_SLOT where the
+    user's text goes; edge.instruct.prompt.in_chat fills it), None if it has no template."""
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": CHAT_SLOT}], tokenize=False, add_generation_prompt=True
+    )
+    if text.count(CHAT_SLOT) != 1:
+        raise ConfigError(f"the tokenizer's chat template does not place the user's text once: {text!r}")
+    return text
+
+
+def load_model(model_dir: str | Path, kind: str = "causal", device: str = "auto"):
+    """(model, tokenizer) from a local directory; kind "causal" or "reward" (sequence classification, 1 label);
+    the model on `device` (DEVICES)."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     from training.errors import TrainingError
@@ -107,4 +136,4 @@ def load_model(model_dir: str | Path, kind: str = "causal"):
         model.config.pad_token_id = tokenizer.pad_token_id
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")
-    return model.eval(), tokenizer
+    return model.to(torch_device(device)).eval(), tokenizer

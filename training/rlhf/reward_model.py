@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from edge.instruct.plan import PlanError, parse_plan, plan_metrics
-from edge.instruct.prompt import ModelInput, model_input
+from edge.instruct.prompt import ModelInput, chat_prompt, model_input
 from edge.instruct.safety import clean_instruction
 from edge.instruct.slots import fill_slots, slot_spans, to_slots, uses_number_slots
 from training.errors import TrainingError
@@ -48,14 +48,15 @@ class RewardScorer:
         self.model, self.reference, self.tokenizer = model, reference, tokenizer
         self.beta, self.batch_size = beta, batch_size
         self.number_slots = uses_number_slots(model.config)
+        self.chat_prompt = chat_prompt(model.config)
 
     @classmethod
-    def load(cls, model_dir: str | Path) -> RewardScorer:
+    def load(cls, model_dir: str | Path, device: str = "auto") -> RewardScorer:
         path = Path(model_dir)
         if not (path / INFO).is_file() or not (path / REFERENCE / "config.json").is_file():
             raise TrainingError(f"{path} is not a reward model directory (no {INFO} or {REFERENCE}/)")
-        model, tokenizer = load_model(path)
-        reference, _ = load_model(path / REFERENCE)
+        model, tokenizer = load_model(path, device=device)
+        reference, _ = load_model(path / REFERENCE, device=device)
         beta = float(json.loads((path / INFO).read_text())["config"]["beta"])
         return cls(model.requires_grad_(False), reference.requires_grad_(False), tokenizer, beta)
 
@@ -73,7 +74,9 @@ class RewardScorer:
     ) -> tuple[list, list]:
         """`encode` for plans written with plain numbers (stored preferences, planner outputs) answering screened
         instructions."""
-        inputs = [model_input(i, s, self.number_slots) for i, s in zip(instructions, states, strict=True)]
+        inputs = [
+            model_input(i, s, self.number_slots, self.chat_prompt) for i, s in zip(instructions, states, strict=True)
+        ]
         return self.encode(inputs, [to_slots(p, i.numbers, i.kinds) for i, p in zip(inputs, plans, strict=True)])
 
     def log_ratio(
@@ -161,8 +164,8 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, float], None] | N
     train, test = split_preferences(prefs, config.holdout, config.seed)
 
     torch.manual_seed(config.seed)
-    model, tokenizer = load_model(config.model)
-    reference, _ = load_model(config.model)
+    model, tokenizer = load_model(config.model, device=config.device)
+    reference, _ = load_model(config.model, device=config.device)
     scorer = RewardScorer(model, reference.requires_grad_(False), tokenizer, config.beta)
     before = ranking_accuracy(scorer, test)
     # each pair's reference log-probabilities, once

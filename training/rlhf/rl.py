@@ -24,7 +24,7 @@ import torch
 
 from edge.instruct.generator import MAX_NEW_TOKENS
 from edge.instruct.plan import STOP, PlanError, parse_plan
-from edge.instruct.prompt import model_input
+from edge.instruct.prompt import chat_prompt, model_input
 from edge.instruct.safety import clamp_plan, screen_instruction
 from edge.instruct.slots import fill_slots, uses_number_slots
 from training.errors import ConfigError
@@ -46,11 +46,12 @@ class RLTrainer:
         """`engine`: a running engine to use (it gets the SFT weights first); by default config.engine says which:
         this process's shared vLLM engine, vLLM Ray actors, or transformers on the policy itself."""
         self.config = config
-        self.policy, self.tokenizer = load_model(config.model)
+        self.policy, self.tokenizer = load_model(config.model, device=config.device)
         self.number_slots = uses_number_slots(self.policy.config)
-        self.reference, _ = load_model(config.model)
+        self.chat_prompt = chat_prompt(self.policy.config)
+        self.reference, _ = load_model(config.model, device=config.device)
         self.reference.requires_grad_(False)
-        self.scorer = RewardScorer.load(config.reward_model)
+        self.scorer = RewardScorer.load(config.reward_model, device=config.device)
         self.limits = limits_for(config.robot)
         self.executor = TwinExecutor(config.robot)
         self.corpus = CorpusGenerator(config.pool, self.limits, seed=config.seed)
@@ -81,7 +82,8 @@ class RLTrainer:
         t0 = time.perf_counter()
         examples = self.corpus.examples(c.prompts_per_iteration)
         inputs = [
-            model_input(screen_instruction(e.instruction, self.limits)[0], e.state, self.number_slots) for e in examples
+            model_input(screen_instruction(e.instruction, self.limits)[0], e.state, self.number_slots, self.chat_prompt)
+            for e in examples
         ]
         prompts = [i.prompt for i in inputs]
         samples = self.engine.generate(

@@ -1,8 +1,10 @@
-"""Stage 1, supervised fine-tuning: tokenizer, model and training on the generated demonstrations.
+"""Stage 1, supervised fine-tuning on the generated demonstrations, from scratch or from a pretrained base.
 
-Entry point: `train_sft(SFTConfig(...))`. The loss covers the completion (plan + end-of-sequence) only. The
-output directory is a plain Hugging Face model directory (config, safetensors, tokenizer) plus rlhf_sft.json
-with the config and the measured JSON validity and intent accuracy on fresh corpus examples.
+Entry point: `train_sft(SFTConfig(...))`. `base` scratch trains a tokenizer and a small model (model.py) from
+nothing; a pretrained base (base_model.py) is fine-tuned in full or with LoRA adapters (peft), reading its prompts
+in its own chat template. The loss covers the completion (plan + end-of-sequence) only. The output directory is a
+plain Hugging Face model directory (config, safetensors, tokenizer; LoRA adapters merged into the weights) plus
+rlhf_sft.json with the config and the measured JSON validity and intent accuracy on fresh corpus examples.
 """
 
 from __future__ import annotations
@@ -18,15 +20,94 @@ from pathlib import Path
 import torch
 
 from edge.instruct.plan import format_plan
-from edge.instruct.prompt import model_input
+from edge.instruct.prompt import chat_prompt, model_input
 from edge.instruct.safety import clean_instruction
-from edge.instruct.slots import to_slots
+from edge.instruct.slots import to_slots, uses_number_slots
 from training.errors import ConfigError
+from training.rlhf.base_model import resolve_base
 from training.rlhf.config import SFTConfig
 from training.rlhf.corpus import CorpusGenerator
 from training.rlhf.limits import limits_for
-from training.rlhf.model import new_model, train_tokenizer
+from training.rlhf.model import chat_prompt_of, load_model, new_model, torch_device, train_tokenizer
 from training.rlhf.tokens import encode_completion, pad_right
+
+Demonstration = tuple[list[int], list[int]]  # (prompt + completion ids, labels: -100 over the prompt)
+
+
+def prepare(config: SFTConfig) -> tuple[torch.nn.Module, object, list[Demonstration]]:
+    """(model to train, tokenizer, encoded demonstrations): the scratch model with its new tokenizer, or the base
+    (LoRA-wrapped for finetune lora) with its own; on config.device."""
+    base = resolve_base(config.base)
+    if base is None and config.finetune == "lora":
+        raise ConfigError("finetune lora needs a pretrained base (--base); a scratch model is trained in full")
+    examples = CorpusGenerator("sft", limits_for(config.robot), seed=config.seed).examples(config.examples)
+    slots = config.number_slots == "slots" or (config.number_slots == "auto" and base is None)
+    if base is None:
+        chat = tokenizer = model = None
+    else:
+        model, tokenizer = load_model(base, device="cpu")
+        chat = chat_prompt(model.config) or chat_prompt_of(tokenizer)
+        model.config.number_slots = slots
+        model.config.chat_prompt = chat
+    inputs = [
+        model_input(clean_instruction(e.instruction)[0], e.state, slots, chat)  # as the planner will
+        for e in examples
+    ]
+    prompts = [i.prompt for i in inputs]
+    plans = [
+        to_slots(format_plan(e.plan), i.numbers, i.kinds) if slots else format_plan(e.plan)
+        for e, i in zip(examples, inputs, strict=True)
+    ]
+    if model is None:
+        pairs = (t for pair in zip(prompts, plans, strict=True) for t in pair)
+        tokenizer = train_tokenizer(pairs, config.model.vocab_size)
+        model = new_model(tokenizer, config.model, seed=config.seed, number_slots=slots)
+    data = []
+    for prompt, plan in zip(prompts, plans, strict=True):
+        p, c = tokenizer(prompt)["input_ids"], encode_completion(tokenizer, plan)
+        data.append((p + c, [-100] * len(p) + c))
+    too_long = max(len(ids) for ids, _ in data)
+    if too_long > model.config.max_position_embeddings:
+        raise ConfigError(
+            f"an example has {too_long} tokens, more than the model's {model.config.max_position_embeddings} positions"
+        )
+    if config.finetune == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        lora = config.lora
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=lora.r,
+                lora_alpha=lora.alpha,
+                lora_dropout=lora.dropout,
+                target_modules=list(lora.target_modules),
+                task_type="CAUSAL_LM",
+            ),
+        )
+    return model.to(torch_device(config.device)), tokenizer, data
+
+
+def sft_step(model, optim, batch: list[Demonstration], pad: int) -> float:
+    """One optimiser step on a batch of demonstrations; returns the loss."""
+    ids, attn = pad_right([b[0] for b in batch], pad)
+    labels, _ = pad_right([b[1] for b in batch], -100)
+    device = model.device
+    loss = model(input_ids=ids.to(device), attention_mask=attn.to(device), labels=labels.to(device)).loss
+    optim.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(trainable(model), 1.0)
+    optim.step()
+    return loss.item()
+
+
+def trainable(model) -> list[torch.nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def merged(model):
+    """The plain model to save: LoRA adapters folded into the weights (a full fine-tune is returned as it is)."""
+    return model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
 
 
 def train_sft(config: SFTConfig, on_step: Callable[[int, float], None] | None = None) -> dict:
@@ -38,25 +119,8 @@ def train_sft(config: SFTConfig, on_step: Callable[[int, float], None] | None = 
 
     start = time.perf_counter()
     limits = limits_for(config.robot)
-    examples = CorpusGenerator("sft", limits, seed=config.seed).examples(config.examples)
-    inputs = [
-        model_input(clean_instruction(e.instruction)[0], e.state, number_slots=True)  # as the planner will
-        for e in examples
-    ]
-    prompts = [i.prompt for i in inputs]
-    plans = [to_slots(format_plan(e.plan), i.numbers, i.kinds) for e, i in zip(examples, inputs, strict=True)]
-    tokenizer = train_tokenizer((t for pair in zip(prompts, plans, strict=True) for t in pair), config.model.vocab_size)
-    model = new_model(tokenizer, config.model, seed=config.seed)
-
-    data = []
-    for prompt, plan in zip(prompts, plans, strict=True):
-        p, c = tokenizer(prompt)["input_ids"], encode_completion(tokenizer, plan)
-        data.append((p + c, [-100] * len(p) + c))
-    too_long = max(len(ids) for ids, _ in data)
-    if too_long > config.model.max_positions:
-        raise ConfigError(f"an example has {too_long} tokens, more than model.max_positions")
-
-    optim = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    model, tokenizer, data = prepare(config)
+    optim = torch.optim.AdamW(trainable(model), lr=config.learning_rate, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: _lr_factor(s, config.warmup_steps, config.steps))
     rng = random.Random(config.seed)
     items = corpus_items("sft", limits, config.eval_examples, seed=config.seed + 1000)
@@ -64,16 +128,8 @@ def train_sft(config: SFTConfig, on_step: Callable[[int, float], None] | None = 
     model.train()
     loss_value = math.nan
     for step in range(config.steps):
-        batch = rng.sample(data, config.batch_size)
-        ids, attn = pad_right([b[0] for b in batch], tokenizer.pad_token_id)
-        labels, _ = pad_right([b[1] for b in batch], -100)
-        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
-        optim.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optim.step()
+        loss_value = sft_step(model, optim, rng.sample(data, config.batch_size), tokenizer.pad_token_id)
         sched.step()
-        loss_value = loss.item()
         if on_step:
             on_step(step + 1, loss_value)
         if config.eval_every and (step + 1) % config.eval_every == 0 and step + 1 < config.steps:
@@ -83,7 +139,7 @@ def train_sft(config: SFTConfig, on_step: Callable[[int, float], None] | None = 
             model.train()
     train_s = time.perf_counter() - start
 
-    model.eval()
+    model = merged(model).eval()
     generator = HFGenerator(model, tokenizer)
     summary = summarize(evaluate(generator, items, limits, constrained=False))
     curve.append([config.steps, summarize(evaluate(generator, items, limits))["intent_accuracy"]])
@@ -93,6 +149,7 @@ def train_sft(config: SFTConfig, on_step: Callable[[int, float], None] | None = 
         "examples": len(data),
         "parameters": sum(p.numel() for p in model.parameters()),
         "vocab": len(tokenizer),
+        "number_slots": uses_number_slots(model.config),
         "fresh_sft_examples_unconstrained": summary,
         "validation_accuracy_curve": curve,
     }

@@ -28,11 +28,12 @@ def completion_logprobs(
     model, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], pad: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probabilities of each completion after its prompt, and the mask of completion tokens;
-    both [batch, longest sequence - 1]. Gradients flow unless the caller disables them."""
+    both [batch, longest sequence - 1], on the CPU whatever the model's device (the rewards, advantages and masks
+    they meet are CPU tensors; the copy is one float per token). Gradients flow unless the caller disables them."""
     seqs = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids, strict=True)]
-    ids, attn = pad_right(seqs, pad)
+    ids, attn = (t.to(model.device) for t in pad_right(seqs, pad))
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
-    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1).cpu()
     mask = torch.zeros_like(logp)
     for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
         mask[i, len(p) - 1 : len(p) - 1 + len(c)] = 1.0
