@@ -10,6 +10,7 @@ untrained instance of the project's default instruction model (its samples are j
 the twin's and the reward model's cost on STOP plans; pass an SFT model for realistic plans).
 
     python -m benchmarks.rlhf_generation [--quick] [--model DIR]
+    python -m benchmarks.rlhf_generation --base smollm2-135m-instruct   # the pretrained base (issue target: >= 3x)
     python -m benchmarks.rlhf_generation --layers 4 --hidden 256   # where a larger model lands
 """
 
@@ -68,6 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="64 prompts x 4 samples x 32 tokens, one RL step")
     parser.add_argument("--model", help="instruction model directory (default: a fresh untrained one)")
+    parser.add_argument("--base", help="a pretrained base (training.rlhf.base_model), e.g. smollm2-135m-instruct")
     parser.add_argument("--prompts", type=int)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--tokens", type=int)
@@ -81,21 +83,27 @@ def main() -> None:
 
     import torch
 
-    from edge.instruct.prompt import build_prompt
+    from edge.instruct.prompt import build_prompt, chat_prompt, in_chat
+    from training.rlhf.base_model import resolve_base
     from training.rlhf.config import RLConfig
     from training.rlhf.corpus import CorpusGenerator
     from training.rlhf.engine import VLLMEngine
     from training.rlhf.generation import HFGenerator
-    from training.rlhf.model import load_model
+    from training.rlhf.model import chat_prompt_of, load_model
     from training.rlhf.reward_model import save_reward_model
     from training.rlhf.rl import RLTrainer
 
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = Path(args.model) if args.model else Path(tmp) / "model"
-        if not args.model:
+        given = resolve_base(args.base) if args.base else (Path(args.model) if args.model else None)
+        model_dir = given or Path(tmp) / "model"
+        if given is None:
             _fresh_model(model_dir, args.layers, args.hidden)
-        prompts = [build_prompt(e.instruction, e.state) for e in CorpusGenerator("rl", seed=3).examples(prompts_n)]
         model, tokenizer = load_model(model_dir)
+        chat = chat_prompt(model.config) or chat_prompt_of(tokenizer)  # a base has its template, scratch none
+        prompts = [
+            in_chat(build_prompt(e.instruction, e.state), chat)
+            for e in CorpusGenerator("rl", seed=3).examples(prompts_n)
+        ]
         params = sum(p.numel() for p in model.parameters())
         hf = HFGenerator(model, tokenizer, batch_size=prompts_n)
         hf_tok_s, hf_s = _tok_per_s(hf.generate, prompts, args.samples, tokens)
@@ -127,7 +135,7 @@ def main() -> None:
 
     batch = f"{prompts_n} prompts x {args.samples} samples x {tokens} tokens"
     print(
-        f"model: {params / 1e6:.2f} M parameters ({model_dir if args.model else 'fresh, untrained'}); "
+        f"model: {params / 1e6:.2f} M parameters ({model_dir if given else 'fresh, untrained'}); "
         f"torch threads {torch.get_num_threads()}"
     )
     print(f"{'generator':28s} {'tok/s':>10s} {'seconds':>9s}   batch: {batch}")
