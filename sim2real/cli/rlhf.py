@@ -58,6 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--port", type=int, default=8765)
     s.add_argument("--token", help="session token (default: a fresh random one, printed in the URL)")
     s.add_argument("--rater", default="operator", help="name stored with each preference")
+    s.add_argument("--model", help="model directory: the rater may type an instruction and rate two sampled plans")
+    s.add_argument("--robot", default="rover", help="robot whose twin executes typed instructions' plans")
 
     s = sub.add_parser("eval", help="intent accuracy, JSON validity and win rates on an eval set")
     s.add_argument("--model", required=True, help="model directory to evaluate")
@@ -169,7 +171,9 @@ def _prefs(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from training.rlhf.pref_page import serve
 
-    serve(args.db, host=args.host, port=args.port, token=args.token, rater=args.rater)
+    serve(
+        args.db, host=args.host, port=args.port, token=args.token, rater=args.rater, model=args.model, robot=args.robot
+    )
     return 0
 
 
