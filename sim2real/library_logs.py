@@ -38,8 +38,8 @@ _HANDLERS_AT_IMPORT = ("torch", "transformers.utils.logging", "ray")
 
 @contextmanager
 def library_logs(path: str | Path) -> Iterator[None]:
-    """Within the block, the LIBRARY_LOGGERS write INFO and above to `path` (appended) and nothing to the console;
-    afterwards they are as they were."""
+    """Within the block, the LIBRARY_LOGGERS write to `path` (appended; at their own levels, INFO where they set
+    none, as vLLM's without its own configuration) and nothing to the console; afterwards they are as they were."""
     if os.environ.get("SIM2REAL_DEBUG"):
         yield
         return
@@ -57,7 +57,7 @@ def library_logs(path: str | Path) -> Iterator[None]:
         log = logging.getLogger(name)
         saved.append((log, log.handlers[:], log.propagate, log.level))
         log.handlers, log.propagate = [handler], False
-        if log.level == logging.NOTSET or log.level > logging.INFO:
+        if log.level == logging.NOTSET:
             log.setLevel(logging.INFO)
     logging.captureWarnings(True)
     try:

@@ -101,7 +101,8 @@ def run_pipeline(
     """Run (or resume) every stage into `out_dir`; returns a JSON-able summary:
     {model_dir (RL's output), sft_dir, reward_dir, deployed ("rlhf" or "sft": the gate's decision), deployed_dir,
     onnx_dir (the deployed model exported: what instruction_node runs), intent_accuracy (RLHF, held-out),
-    intent_accuracy_sft, intent_accuracy_deployed, json_valid_rate_deployed,
+    intent_accuracy_sft, intent_accuracy_deployed, json_valid_rate_deployed, rl_checkpoint_iteration (what RL wrote:
+    0 is the SFT weights),
     validation {set, n, intent_accuracy, intent_accuracy_sft}, json_valid_rate, win_rate_rm, win_rate_operator,
     stages: {name: seconds}} (stage seconds as measured when the stage ran). `progress` gets the pipeline's fraction
     done and a note such as "sft: step 120". `overrides`: per stage, settings on top of the budget's (e.g.
@@ -127,6 +128,8 @@ def run_pipeline(
         "intent_accuracy_deployed": e["intent_accuracy" if rlhf else "intent_accuracy_sft"],
         "json_valid_rate_deployed": e["json_valid_rate" if rlhf else "json_valid_rate_sft"],
         "validation": e["validation"],
+        # 0: no RL checkpoint beat SFT on validation, so RL's output holds the SFT weights
+        "rl_checkpoint_iteration": run.results["rl"].get("checkpoint_iteration"),
         "sft_dir": str(out / "sft"),
         "reward_dir": str(out / "reward"),
         "onnx_dir": str(out / "onnx"),

@@ -12,9 +12,9 @@ import uvicorn
 from playwright import sync_api as playwright
 
 from edge.instruct.plan import Segment, format_plan
+from tests.rlhf_helpers import sft_dir
 from training.rlhf.execution import TwinExecutor
 from training.rlhf.pref_page import create_app
-from tests.rlhf_helpers import sft_dir
 from training.rlhf.prefs import PairSampler, _for_page
 from training.rlhf.prefs_store import PreferenceStore
 

@@ -27,6 +27,7 @@ KEYS = {
     "deployed_dir",
     "intent_accuracy_deployed",
     "validation",
+    "rl_checkpoint_iteration",
 }
 
 

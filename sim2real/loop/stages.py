@@ -181,12 +181,13 @@ def instruction(ctx: StageContext) -> StageResult:
     # meets the budget's floor on held-out
     floor, v = ctx.settings["accuracy_floor"], r["validation"]
     on_target = r["intent_accuracy_deployed"] >= floor and r["json_valid_rate_deployed"] >= 1.0
-    gate = (
-        f"RLHF deployed (validation {100 * v['intent_accuracy']:.0f}% vs SFT {100 * v['intent_accuracy_sft']:.0f}%)"
-        if r["deployed"] == "rlhf"
-        else f"SFT deployed: RLHF refused (validation {100 * v['intent_accuracy']:.0f}% < SFT "
-        f"{100 * v['intent_accuracy_sft']:.0f}%)"
-    )
+    scores = f"validation {100 * v['intent_accuracy']:.0f}% vs SFT {100 * v['intent_accuracy_sft']:.0f}%"
+    if r["deployed"] == "sft":
+        gate = f"SFT deployed: RLHF refused ({scores})"
+    elif r.get("rl_checkpoint_iteration") == 0:
+        gate = f"no RL checkpoint beat SFT on validation: the SFT weights deployed ({scores})"
+    else:
+        gate = f"RLHF deployed ({scores})"
     figure = (
         f"held-out intent {100 * r['intent_accuracy_deployed']:.0f}% (floor {100 * floor:.0f}%; RLHF "
         f"{100 * r['intent_accuracy']:.0f}%, SFT {100 * r['intent_accuracy_sft']:.0f}%); {gate}"
