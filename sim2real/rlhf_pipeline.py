@@ -57,7 +57,8 @@ BUDGETS = {
                 "eval_every": 0,
                 "model": _SMALL_MODEL,
             },
-            "prefs": {"pairs": 600},
+            # per-step intents leave more pairs with both plans wrong (skipped): 600 gave 92 training preferences
+            "prefs": {"pairs": 800},
             "reward": {"epochs": 3},
             "rl": {"iterations": 2, "prompts_per_iteration": 8},
         },

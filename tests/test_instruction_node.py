@@ -32,7 +32,7 @@ SPEED = 4.0  # simulated seconds per wall second
 
 @pytest.fixture(scope="module")
 def model():
-    return minimal_run()["onnx_dir"]  # the pipeline's export of its RLHF model: what the robot runs
+    return minimal_run()["onnx_dir"]  # the export of the model the gate deployed: what the robot runs
 
 
 @pytest.fixture(scope="module")

@@ -6,15 +6,17 @@ import argparse
 import json
 
 HELP = "Instruction model with RLHF: SFT, preferences (page + simulated operator), reward model, RL, eval."
-EXAMPLES = """the whole pipeline, resumable (SFT, preferences, reward model, RL, held-out evaluation):
+EXAMPLES = """the whole pipeline, resumable (SFT, preferences, reward model, RL, evaluation and the gate, export):
   sim2real rlhf pipeline --budget quick --out runs/rlhf/quick
 stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/):
   sim2real rlhf sft                                   # corpus, tokenizer, model, supervised fine-tuning
   sim2real rlhf prefs                                 # candidate pairs + simulated operator's preferences
   sim2real rlhf prefs --pairs 0 --import ratings.jsonl  # add field-log ratings
   sim2real rlhf serve --db runs/rlhf/prefs.sqlite     # preference page for people (127.0.0.1, token in URL)
+  sim2real rlhf serve --db runs/rlhf/prefs.sqlite --model runs/rlhf/sft   # ... and rate plans for typed instructions
   sim2real rlhf reward                                # Bradley-Terry reward model
   sim2real rlhf rl --engine vllm                      # GRPO with vLLM generating the samples
+  sim2real rlhf rl --advantage dr_grpo                # Dr. GRPO: no division by the group's std
   sim2real rlhf eval --model runs/rlhf/rl --set config/rlhf/heldout.jsonl \\
       --baseline runs/rlhf/sft --reward runs/rlhf/reward
 """
