@@ -1,6 +1,12 @@
 """The whole RLHF pipeline in one call, for `sim2real loop`: SFT -> simulated-operator preferences -> reward model ->
-RL (vLLM generating) -> evaluation of the RLHF model against the SFT model on the held-out set -> the RLHF model
+RL (vLLM generating) -> evaluation of the RLHF model against the SFT model and the gate -> the deployed model
 exported for the robot (ONNX Runtime, what instruction_node runs).
+
+The gate: the RLHF model is deployed only if its intent accuracy on the validation split (the lines RL chose its
+checkpoint on, <out>/rl/validation.jsonl; never the held-out set) is at least the SFT model's; otherwise the SFT
+model is deployed and the eval stage prints a WARN line with both figures. Both figures, the decision and both
+models' held-out figures are in the result (and in <out>/rlhf.json). Libraries' logging (vLLM, transformers, torch)
+goes to <out>/libraries.log, not the console.
 
     run_pipeline(Path("runs/loop/instruction"), robot="rover", budget="quick") -> dict
 
@@ -18,12 +24,14 @@ Budgets (config/rlhf/budgets.yaml; what a budget buys on a 2-core CPU; docs/rlhf
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 from edge.config import load_dataclass, setting
 from edge.fileio import read_yaml_mapping
 from sim2real.errors import UserError
+from sim2real.library_logs import LOG_FILE, library_logs
 from sim2real.pipeline import Budget, Pipeline, Progress, Stage, StageContext
 from training.rlhf.config import (
     ENGINES,
@@ -69,23 +77,45 @@ class RLHFRun:
 
 
 def run_pipeline(
-    out_dir: Path, robot: str = "rover", budget: str = "quick", engine: str = "vllm", progress: Progress | None = None
+    out_dir: Path,
+    robot: str = "rover",
+    budget: str = "quick",
+    engine: str = "vllm",
+    progress: Progress | None = None,
+    overrides: dict[str, dict] | None = None,
 ) -> dict:
     """Run (or resume) every stage into `out_dir`; returns a JSON-able summary:
-    {model_dir, sft_dir, reward_dir, onnx_dir (the model instruction_node runs), intent_accuracy,
-    intent_accuracy_sft, json_valid_rate, win_rate_rm,
-    win_rate_operator, stages: {name: seconds}} (stage seconds as measured when the stage ran). `progress` gets the
-    pipeline's fraction done and a note such as "sft: step 120"."""
+    {model_dir (RL's output), sft_dir, reward_dir, deployed ("rlhf" or "sft": the gate's decision), deployed_dir,
+    onnx_dir (the deployed model exported: what instruction_node runs), intent_accuracy (RLHF, held-out),
+    intent_accuracy_sft, intent_accuracy_deployed, json_valid_rate_deployed, rl_checkpoint_iteration (what RL wrote:
+    0 is the SFT weights),
+    validation {set, n, intent_accuracy, intent_accuracy_sft}, json_valid_rate, win_rate_rm, win_rate_operator,
+    stages: {name: seconds}} (stage seconds as measured when the stage ran). `progress` gets the pipeline's fraction
+    done and a note such as "sft: step 120". `overrides`: per stage, settings on top of the budget's (e.g.
+    {"rl": {"advantage": "dr_grpo"}})."""
     if budget not in BUDGETS:
         raise UserError(f"unknown RLHF budget {budget!r}: choose one of {', '.join(BUDGETS)}")
     if engine not in ENGINES:
         raise UserError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     out = Path(out_dir)
     record = {"robot": robot, "budget": budget, "engine": engine}
-    run = PIPELINE.open(out, record).execute(RLHFRun(robot, engine), BUDGETS[budget], progress)
+    chosen = BUDGETS[budget]
+    if overrides:
+        settings = {k: {**v, **overrides.get(k, {})} for k, v in chosen.settings.items()}
+        chosen = dataclasses.replace(chosen, settings={**overrides, **settings})
+    with library_logs(out / LOG_FILE):  # the libraries' lines go to the run's log file, not the console
+        run = PIPELINE.open(out, record).execute(RLHFRun(robot, engine), chosen, progress)
     e = run.results["eval"]
+    rlhf = e["deployed"] == "rlhf"
     return {
         "model_dir": str(out / "rl"),
+        "deployed": e["deployed"],
+        "deployed_dir": str(out / ("rl" if rlhf else "sft")),
+        "intent_accuracy_deployed": e["intent_accuracy" if rlhf else "intent_accuracy_sft"],
+        "json_valid_rate_deployed": e["json_valid_rate" if rlhf else "json_valid_rate_sft"],
+        "validation": e["validation"],
+        # 0: no RL checkpoint beat SFT on validation, so RL's output holds the SFT weights
+        "rl_checkpoint_iteration": run.results["rl"].get("checkpoint_iteration"),
         "sft_dir": str(out / "sft"),
         "reward_dir": str(out / "reward"),
         "onnx_dir": str(out / "onnx"),
@@ -163,15 +193,25 @@ def _rl(ctx: StageContext) -> dict:
 
 
 def _eval(ctx: StageContext) -> dict:
-    ctx.progress(0.0, "held-out set")
-    return _evaluate(ctx.stage_dir("rl"), ctx.stage_dir("sft"), ctx.stage_dir("reward"), ctx.config.robot)
+    ctx.progress(0.0, "held-out set and validation split")
+    result = _evaluate(ctx.stage_dir("rl"), ctx.stage_dir("sft"), ctx.stage_dir("reward"), ctx.config.robot)
+    v = result["validation"]
+    if result["deployed"] == "sft":
+        print(
+            f"WARN rlhf gate: the RLHF model scored {v['intent_accuracy']:.1%} on the validation split ({v['n']} "
+            f"lines), below the SFT model's {v['intent_accuracy_sft']:.1%}: the SFT model is deployed",
+            flush=True,
+        )
+    return result
 
 
 def _onnx(ctx: StageContext) -> dict:
     from training.rlhf.export_onnx import export_instruction_model
 
-    ctx.progress(0.0, "exporting the RLHF model for instruction_node")
-    return {"manifest": export_instruction_model(ctx.stage_dir("rl"), ctx.work)}
+    deployed = ctx.results["eval"]["deployed"]
+    ctx.progress(0.0, f"exporting the {deployed.upper()} model (the gate's choice) for instruction_node")
+    source = ctx.stage_dir("rl" if deployed == "rlhf" else "sft")
+    return {"deployed": deployed, "manifest": export_instruction_model(source, ctx.work)}
 
 
 PIPELINE = Pipeline(
@@ -181,8 +221,8 @@ PIPELINE = Pipeline(
         Stage("prefs", _prefs, "candidate pairs rated by the simulated operator", fresh_dir=True),
         Stage("reward", _reward, "Bradley-Terry reward model", fresh_dir=True),
         Stage("rl", _rl, "GRPO", fresh_dir=True),
-        Stage("eval", _eval, "RLHF and SFT models on the held-out set", fresh_dir=True),
-        Stage("onnx", _onnx, "the RLHF model exported for the robot (ONNX Runtime)", fresh_dir=True),
+        Stage("eval", _eval, "RLHF and SFT models on held-out and validation lines; the gate", fresh_dir=True),
+        Stage("onnx", _onnx, "the deployed model exported for the robot (ONNX Runtime)", fresh_dir=True),
     ),
 )
 BUDGETS = load_budgets()
@@ -194,17 +234,28 @@ def _config(cls, stage: str, overrides: dict | None, **fixed):
 
 
 def _evaluate(model: Path, sft: Path, reward: Path, robot: str) -> dict:
-    """RLHF and SFT models on the held-out set (greedy, constrained as deployed), win rates of RLHF over SFT."""
+    """RLHF and SFT models on the held-out set (greedy, constrained as deployed), win rates of RLHF over SFT, and
+    the gate: both on RL's validation split, RLHF deployed when it scores at least SFT's accuracy there."""
     from training.rlhf.evaluate import evaluate, load_eval_set, operator_win_rate, reward_model_win_rate, summarize
     from training.rlhf.generation import load_generator
     from training.rlhf.limits import limits_for
+    from training.rlhf.rl import VALIDATION_FILE
 
     items, limits = load_eval_set(HELDOUT), limits_for(robot)
     rlhf_gen, sft_gen = load_generator(str(model)), load_generator(str(sft))
     ours, base = evaluate(rlhf_gen, items, limits), evaluate(sft_gen, items, limits)
     s, b = summarize(ours), summarize(base)
     free = summarize(evaluate(rlhf_gen, items, limits, constrained=False))
+    split = load_eval_set(model / VALIDATION_FILE)
+    val, val_sft = (summarize(evaluate(g, split, limits))["intent_accuracy"] for g in (rlhf_gen, sft_gen))
     return {
+        "deployed": "rlhf" if val >= val_sft else "sft",
+        "validation": {
+            "set": str(model / VALIDATION_FILE),
+            "n": len(split),
+            "intent_accuracy": val,
+            "intent_accuracy_sft": val_sft,
+        },
         "set": str(HELDOUT),
         "n": s["n"],
         "intent_accuracy": s["intent_accuracy"],

@@ -1,6 +1,8 @@
 """The preference page end to end in a real headless browser (Playwright + Debian's chromium): it shows a pair with
-each plan's executed trajectory, a click stores the preference, a bad token gets nothing."""
+each plan's executed trajectory, a click stores the preference, a bad token gets nothing, and an instruction the
+rater types gets two plans sampled from a trained model (the session's minimal run) to rate."""
 
+import contextlib
 import shutil
 import threading
 import time
@@ -10,9 +12,10 @@ import uvicorn
 from playwright import sync_api as playwright
 
 from edge.instruct.plan import Segment, format_plan
+from tests.rlhf_helpers import sft_dir
 from training.rlhf.execution import TwinExecutor
 from training.rlhf.pref_page import create_app
-from training.rlhf.prefs import _for_page
+from training.rlhf.prefs import PairSampler, _for_page
 from training.rlhf.prefs_store import PreferenceStore
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -48,17 +51,24 @@ def server(tmp_path):
         _for_page(runs[2]),
         _for_page(runs[3]),
     )
-    srv = uvicorn.Server(uvicorn.Config(create_app(store, TOKEN), host="127.0.0.1", port=0, log_level="warning"))
+    with _serving(create_app(store, TOKEN)) as url:
+        yield url, store, first
+
+
+@contextlib.contextmanager
+def _serving(app):
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not srv.started and time.monotonic() < deadline:
         time.sleep(0.05)
     assert srv.started
-    port = srv.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}", store, first
-    srv.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{srv.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -112,3 +122,30 @@ def test_bad_token_is_refused(server, browser):
     good = page.request.post(f"{url}/api/preference", data={"pair_id": 999, "choice": "a"}, headers={"X-Token": TOKEN})
     assert good.status == 404
     assert store.counts().get("human", 0) == 0
+
+
+def test_a_typed_instruction_gets_two_sampled_plans_to_rate(tmp_path, browser):
+    store = PreferenceStore(tmp_path / "prefs.sqlite")
+    with _serving(create_app(store, TOKEN, sampler=PairSampler(str(sft_dir()), candidates=8))) as url:
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{url}/?token={TOKEN}")
+        page.wait_for_selector("text=Nothing left to rate")
+        page.click("#sample")  # nothing typed: refused, nothing stored
+        page.wait_for_selector("#typed-status:has-text('no pair')")
+        page.fill("#typed", "back up a little, then turn right")
+        page.click("#sample")
+        playwright.expect(page.locator("#instruction")).to_have_text("back up a little, then turn right", timeout=60000)
+        assert page.locator("svg polyline").count() == 2  # both sampled plans executed in the twin
+        (pair,) = store.pairs()
+        assert pair.origin == "typed" and pair.plan_a != pair.plan_b and pair.expect is None
+        page.click("#prefer-b")
+        page.wait_for_selector("#status:has-text('stored: b')")
+        page.wait_for_selector("text=Nothing left to rate")
+        assert [(p.chosen, p.rejected) for p in store.preferences()] == [(pair.plan_b, pair.plan_a)] and not errors
+    with _serving(create_app(store, TOKEN)) as url:  # a page without a model refuses typed instructions
+        api = browser.new_page().request.post(
+            f"{url}/api/instruction", data={"instruction": "go forward 1 m"}, headers={"X-Token": TOKEN}
+        )
+        assert api.status == 404 and len(store.pairs()) == 1

@@ -24,6 +24,11 @@ KEYS = {
     "win_rate_rm",
     "win_rate_operator",
     "stages",
+    "deployed",
+    "deployed_dir",
+    "intent_accuracy_deployed",
+    "validation",
+    "rl_checkpoint_iteration",
 }
 
 
@@ -35,9 +40,21 @@ def test_minimal_budget_runs_every_stage():
     for key in ("intent_accuracy", "intent_accuracy_sft", "win_rate_rm", "win_rate_operator"):
         assert 0.0 <= result[key] <= 1.0, key
     run = Path(result["model_dir"]).parent
-    assert json.loads((run / "rl" / "rlhf_rl.json").read_text())["summary"]["iterations"] == 2
+    summary = json.loads((run / "rl" / "rlhf_rl.json").read_text())["summary"]
+    assert summary["iterations"] == 2
+    # validation before RL (SFT) and after its last iteration; RL wrote the better, the gate judged on the same lines
+    validated = summary["validation"]
+    assert [v["iteration"] for v in validated["history"]] == [0, 2] and validated["n"] == 64
+    assert summary["checkpoint_iteration"] == (
+        2 if validated["history"][1]["intent_accuracy"] > validated["sft"] else 0
+    )
+    v = result["validation"]
+    assert v["n"] == 64 and v["set"] == str(run / "rl" / "validation.jsonl")
+    assert result["deployed"] == ("rlhf" if v["intent_accuracy"] >= v["intent_accuracy_sft"] else "sft")
+    assert json.loads((run / "onnx" / "stage.json").read_text())["result"]["deployed"] == result["deployed"]
     sft, rl = load_file(Path(result["sft_dir"]) / "model.safetensors"), load_file(run / "rl" / "model.safetensors")
-    assert any(not (sft[k] == rl[k]).all() for k in sft)  # RL changed the weights
+    changed = any(not (sft[k] == rl[k]).all() for k in sft)
+    assert changed == (summary["checkpoint_iteration"] == 2)  # RL's weights, unless SFT was better on validation
     assert json.loads((run / "prefs" / "stage.json").read_text())["result"]["simulated"] > 0
     state = json.loads((run / "rlhf.json").read_text())
     assert state["finished"] and list(state["stages"]) == STAGES and state["config"]["budget"] == "minimal"

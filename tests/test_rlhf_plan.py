@@ -48,7 +48,7 @@ from training.rlhf.corpus import (
     _corpus_words,
 )
 from training.rlhf.evaluate import load_eval_set
-from training.rlhf.intent import intent_score, passes
+from training.rlhf.intent import intent_score, passes, plan_passes, plan_steps, steps_score
 
 LIMITS = PlanLimits()  # the rover's: vx [-1, 1], vy 0, wz [-1.5, 1.5], 30 s
 HELDOUT = "config/rlhf/heldout.jsonl"
@@ -206,6 +206,10 @@ def test_corpus_targets_meet_their_own_intent_and_limits():
             m = plan_metrics(executed)
             assert passes(m, e.expect), (e.instruction, e.expect, m)
             assert intent_score(m, e.expect) == 1.0
+            assert (e.steps is None) == (e.plan == STOP)  # every step of a moving plan has its own intent
+            if e.steps is not None:
+                assert plan_passes(executed, e.expect, e.steps) and steps_score(plan_steps(executed), e.steps) == 1
+                assert len(e.steps) == len(plan_steps(executed)) >= 1
             warnings = screen_instruction(e.instruction, LIMITS)[1]
             assert all("above the limit" in w for w in warnings), (e.instruction, warnings)
             clamped_some |= bool(clamps)
@@ -347,6 +351,21 @@ def _producible_with_unknown_words(text: str) -> bool:
                 if _producible(" ".join([*words[:i], *replacement, *words[i + 1 :]])):
                     return True
     return False
+
+
+def test_real_phrasings_have_no_made_up_words():
+    """The preference page's corpus lines (made_up_words=False) are what a person would write; training's have
+    made-up verbs, fillers and connectors."""
+
+    def made_up(made_up_words: bool) -> int:
+        lines = CorpusGenerator("all", LIMITS, seed=5, made_up_words=made_up_words).examples(400)
+        return sum(
+            bool(re.fullmatch(r"([bdfgklmnprstvz][aeiou]){2,3}", w)) and w not in _corpus_words()
+            for e in lines
+            for w in e.instruction.split()
+        )
+
+    assert made_up(True) > 20 and made_up(False) == 0
 
 
 def test_heldout_phrasings_are_in_neither_pool():

@@ -1,11 +1,16 @@
 """Preferences and the reward model: the simulated operator, field-log import, and the Bradley-Terry model ranking
 preferred plans above rejected ones on pairs it never saw."""
 
+import dataclasses
 import json
 
 from edge.instruct.plan import Segment, format_plan
+from sim2real.rlhf_pipeline import HELDOUT
 from tests.rlhf_helpers import prefs_db, reward_dir
+from training.rlhf.corpus import intent_expect
+from training.rlhf.evaluate import load_eval_set, write_eval_set
 from training.rlhf.execution import TwinExecutor
+from training.rlhf.intent import plan_passes
 from training.rlhf.operator import SimulatedOperator
 from training.rlhf.prefs_store import PreferenceStore
 from training.rlhf.reward_model import RewardScorer, ranking_accuracy, split_preferences
@@ -20,6 +25,33 @@ def test_simulated_operator_prefers_the_plan_that_does_what_was_asked():
     assert operator.choose(s_right, s_short) == "a" and operator.choose(s_wrong, s_right) == "b"
     assert operator.choose(s_right, s_right) is None  # a tie gives no preference
     assert s_short < 0.5 and operator.choose(s_short, s_wrong) is None  # both wrong: skipped, as a person would
+
+
+def test_each_step_is_judged_in_order(tmp_path):
+    """ "turn left 90 degrees then go forward 1 m": swapping the steps or adding a turn there and back keeps every
+    total, but the per-step intent (the corpus's, the operator's and the RL reward's) refuses them."""
+    right = (Segment(0, 0, 1, 1.57), Segment(1, 0, 0, 1))
+    swapped = right[::-1]
+    extra = (*right, Segment(0, 0, 1, 0.5), Segment(0, 0, -1, 0.5))
+    halves = (Segment(0, 0, 1, 0.785), Segment(0, 0, 1, 0.785), Segment(1, 0, 0, 1))  # the same motion
+    expect, steps = intent_expect(right, False), tuple(intent_expect((s,), False) for s in right)
+    operator = SimulatedOperator(TwinExecutor())
+    plans = [right, swapped, extra, halves]
+    by_totals = operator.scores(plans, [expect] * 4)
+    assert min(by_totals) > 0.8  # the totals alone cannot tell them apart
+    s_right, s_swapped, s_extra, s_halves = operator.scores(plans, [expect] * 4, [steps] * 4)
+    assert s_right > 0.8 and s_halves > 0.8 and s_swapped < 0.5 and s_extra < 0.6
+    assert [plan_passes(p, expect, steps) for p in plans] == [True, False, False, True]
+    assert all(plan_passes(p, expect) for p in plans)  # an eval line without steps: judged by its totals
+    store = PreferenceStore(tmp_path / "prefs.sqlite")  # steps are stored with the pair; old rows have none
+    with_steps = store.add_pair("turn left then go 1 m", "stopped", "[]", "[]", expect=expect, steps=steps)
+    old = store.add_pair("go 1 m", "stopped", "[]", "[]", expect={"distance_m": (0.9, 1.1)})
+    assert store.pair(with_steps).steps == steps and store.pair(with_steps).expect == expect
+    assert store.pair(old).steps is None and store.pair(old).expect == {"distance_m": (0.9, 1.1)}
+    items = load_eval_set(HELDOUT)[:3]
+    write_eval_set([*items, dataclasses.replace(items[0], steps=steps)], tmp_path / "set.jsonl")
+    again = load_eval_set(tmp_path / "set.jsonl")
+    assert again[:3] == items and again[3].steps == steps
 
 
 def test_field_ratings_import(tmp_path):

@@ -21,27 +21,89 @@ from edge.instruct.numbers import canonical_numbers
 from edge.instruct.plan import MAX_SEGMENTS, STOP, Plan, Segment
 
 MAX_INSTRUCTION_CHARS = 200
-STOP_WORDS = frozenset(
-    {
-        "stop",
-        "halt",
-        "freeze",
-        "abort",
-        "cancel",
-        "e-stop",
-        "estop",
-        "emergency stop",
-        "stop now",
-        "stop moving",
-        "stop the robot",
-        "stop immediately",
-        "stand still",
-        "brake",
-    }
+# A stop instruction is one made only of stop expressions and the words people put around them ("freeze right
+# there", "ok, that's enough, stop", "whoa, hold it!"): it is handled without the model, so it cannot be delayed or
+# misread. Any other word (a number, a direction, a motion verb: "stop after 2 m", "wait 2 s then turn") sends the
+# instruction to the model, which learnt stop phrasings too. Expressions are word sequences; a trailing "*" marks a
+# verb that may take one object from STOP_OBJECTS ("stop moving", "kill the motors").
+STOP_EXPRESSIONS = (
+    "stop*",
+    "halt*",
+    "freeze*",
+    "abort*",
+    "cancel*",
+    "brake",
+    "e-stop",
+    "estop",
+    "emergency stop",
+    "whoa",
+    "woah",
+    "wait",
+    "pause*",
+    "hold it",
+    "hold still",
+    "hold on",
+    "hold up",
+    "hold position",
+    "hold your position",
+    "stand still",
+    "keep still",
+    "be still",
+    "stay",
+    "stay still",
+    "stay put",
+    "stay where you are",
+    "don't move",
+    "don't go anywhere",
+    "quit*",
+    "cease*",
+    "kill*",
+    "cut it out",
+    "cut the motors",
+    "come to a stop",
+    "come to a halt",
+    "that's enough",
+    "that is enough",
+    "enough",
+    "not another step",
 )
-_FILLERS = re.compile(
-    r"^(please|robot|hey robot|ok|okay|now)\b[ ,]*|"
-    r"[ ,]*\b(please|now|right now|immediately|at once|right away|asap)$"
+STOP_OBJECTS = (
+    "it",
+    "that",
+    "this",
+    "everything",
+    "all",
+    "now",
+    "moving",
+    "driving",
+    "turning",
+    "spinning",
+    "rolling",
+    "going",
+    "motion",
+    "all motion",
+    "the robot",
+    "the motors",
+    "the motor",
+    "the mission",
+    "the plan",
+)
+# said around a stop, adding nothing to it
+STOP_FILLERS = frozenset(
+    "please robot hey ok okay now right there here immediately instantly at once away asap this instant in place "
+    "just already i said oh no and".split()
+)
+_STOP_PHRASES = tuple(
+    sorted(
+        {
+            tuple(f"{e[:-1]} {o}".split()) if e.endswith("*") else tuple(e.split())
+            for e in STOP_EXPRESSIONS
+            for o in (STOP_OBJECTS if e.endswith("*") else ("",))
+        }
+        | {tuple(e[:-1].split()) for e in STOP_EXPRESSIONS if e.endswith("*")},
+        key=len,
+        reverse=True,
+    )
 )
 _MARKUP = re.compile(r"<[^<>]{0,200}>|```|\[/?[a-z]+\]|\{\{|\}\}")
 _SPEED = re.compile(
@@ -90,7 +152,8 @@ def clean_instruction(text: object) -> tuple[str, list[str]]:
     n = len(text)
     if n > 4 * MAX_INSTRUCTION_CHARS:  # bound the work below on a huge message
         text = text[: 4 * MAX_INSTRUCTION_CHARS]
-    clean = html.unescape(unicodedata.normalize("NFKC", text)).replace("°", " degrees ")
+    # a phone's typographic apostrophe ("that’s") is the plain one
+    clean = html.unescape(unicodedata.normalize("NFKC", text)).replace("°", " degrees ").replace("\u2019", "'")
     stripped = _MARKUP.sub(" ", clean)
     if stripped != clean:
         warnings.append("markup removed from the instruction")
@@ -128,9 +191,20 @@ def _over_limit_requests(text: str, limits: PlanLimits) -> list[str]:
 
 
 def is_stop(text: str) -> bool:
-    """A plain stop command, handled without the model so it cannot be delayed or misread."""
-    core = _FILLERS.sub("", re.sub(r"[!.?]+$", "", text.strip().lower())).strip(" ,")
-    return core in STOP_WORDS
+    """A plain stop command (STOP_EXPRESSIONS, with fillers around them and nothing else), handled without the
+    model so it cannot be delayed or misread."""
+    words = re.sub(r"[^a-z'\- ]", " ", text.lower().replace("do not", "don't")).split()
+    words = [w.strip("-'") for w in words if w.strip("-'")]
+    found, i = False, 0
+    while i < len(words):
+        phrase = next((p for p in _STOP_PHRASES if tuple(words[i : i + len(p)]) == p), None)
+        if phrase is not None:
+            found, i = True, i + len(phrase)
+        elif words[i] in STOP_FILLERS:
+            i += 1
+        else:
+            return False
+    return found
 
 
 def clamp_plan(plan: Sequence[Segment], limits: PlanLimits) -> tuple[Plan, list[str]]:

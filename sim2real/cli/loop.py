@@ -26,11 +26,9 @@ Re-running resumes the newest unfinished runs/loop-* of the same robot and budge
 finished stage; --fresh starts a new run. DIR/report.html holds every stage's verdict, figures and plots.
 """
 
-# the libraries' own logs and bars (vLLM's engine start-up, transformers' shard writer, tqdm), inherited by the
-# processes they spawn
+# the libraries' progress bars (transformers' shard writer, tqdm) and warnings in the processes they spawn; their
+# logging goes to the run's libraries.log (sim2real.library_logs)
 QUIET_LIBRARIES = {
-    "VLLM_LOGGING_LEVEL": "WARNING",
-    "TRANSFORMERS_VERBOSITY": "error",
     "TQDM_DISABLE": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "PYTHONWARNINGS": "ignore::FutureWarning",

@@ -6,7 +6,7 @@ import argparse
 import json
 
 HELP = "Instruction model with RLHF: SFT, preferences (page + simulated operator), reward model, RL, eval."
-EXAMPLES = """the whole pipeline, resumable (SFT, preferences, reward model, RL, held-out evaluation):
+EXAMPLES = """the whole pipeline, resumable (SFT, preferences, reward model, RL, evaluation and the gate, export):
   sim2real rlhf pipeline --budget quick --out runs/rlhf/quick
 stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/):
   sim2real rlhf sft                                   # supervised fine-tuning of the SmolLM2 base (sft.yaml)
@@ -15,8 +15,10 @@ stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/
   sim2real rlhf prefs                                 # candidate pairs + simulated operator's preferences
   sim2real rlhf prefs --pairs 0 --import ratings.jsonl  # add field-log ratings
   sim2real rlhf serve --db runs/rlhf/prefs.sqlite     # preference page for people (127.0.0.1, token in URL)
+  sim2real rlhf serve --db runs/rlhf/prefs.sqlite --model runs/rlhf/sft   # ... and rate plans for typed instructions
   sim2real rlhf reward                                # Bradley-Terry reward model
   sim2real rlhf rl --engine vllm                      # GRPO with vLLM generating the samples
+  sim2real rlhf rl --advantage dr_grpo                # Dr. GRPO: no division by the group's std
   sim2real rlhf eval --model runs/rlhf/rl --set config/rlhf/heldout.jsonl \\
       --baseline runs/rlhf/sft --reward runs/rlhf/reward
 """
@@ -62,6 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--port", type=int, default=8765)
     s.add_argument("--token", help="session token (default: a fresh random one, printed in the URL)")
     s.add_argument("--rater", default="operator", help="name stored with each preference")
+    s.add_argument("--model", help="model directory: the rater may type an instruction and rate two sampled plans")
+    s.add_argument("--robot", default="rover", help="robot whose twin executes typed instructions' plans")
 
     s = sub.add_parser("eval", help="intent accuracy, JSON validity and win rates on an eval set")
     s.add_argument("--model", required=True, help="model directory to evaluate")
@@ -173,7 +177,9 @@ def _prefs(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from training.rlhf.pref_page import serve
 
-    serve(args.db, host=args.host, port=args.port, token=args.token, rater=args.rater)
+    serve(
+        args.db, host=args.host, port=args.port, token=args.token, rater=args.rater, model=args.model, robot=args.robot
+    )
     return 0
 
 

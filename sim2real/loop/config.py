@@ -27,6 +27,7 @@ def _budget(
     ppo: dict,
     campaign: str,
     rlhf: str,
+    accuracy_floor: float,
     duty_s: float,
     instruction_s: float,
     retrain: str,
@@ -34,7 +35,8 @@ def _budget(
 ) -> Budget:
     """A loop budget from its knobs: `ppo` PPOConfig overrides ({}: the robot's config/ppo values; max_seconds caps
     training, the threshold usually stops it first), the campaign (config/campaigns/<name>.yaml), the RLHF and
-    retraining pipelines' budgets, the simulated seconds of the operator's driving script per deployment (the drift
+    retraining pipelines' budgets, the held-out intent accuracy the deployed instruction model must reach for the
+    instruction stage to pass, the simulated seconds of the operator's driving script per deployment (the drift
     evidence) and of the instruction session in the first deployment. `expected_s`: seconds each stage takes on
     2 cores, for the ETA shown before a stage starts."""
     return Budget(
@@ -44,7 +46,7 @@ def _budget(
             # robots with feet are also run on the terrain campaign: reported with its own verdict, not a gate of
             # promotion (the quick budget trains on flat ground)
             "validate": {"campaign": campaign, "terrain_campaign": "terrain"},
-            "instruction": {"budget": rlhf},
+            "instruction": {"budget": rlhf, "accuracy_floor": accuracy_floor},
             "deploy": {"duty_seconds": duty_s, "instruction_seconds": instruction_s},
             "retrain": {"budget": retrain},
             "final": {"duty_seconds": duty_s},
@@ -59,6 +61,7 @@ BUDGETS = {
         {"iterations": 60, "max_seconds": 150.0},
         campaign="quick",
         rlhf="minimal",
+        accuracy_floor=0.0,  # a few hundred SFT steps: the figures only show that every stage ran
         duty_s=20.0,
         instruction_s=14.0,
         retrain="minimal",
@@ -78,6 +81,7 @@ BUDGETS = {
         {"iterations": 150, "max_seconds": 300.0},
         campaign="quick",
         rlhf="quick",
+        accuracy_floor=0.8,
         duty_s=40.0,
         instruction_s=16.0,
         retrain="quick",
@@ -97,6 +101,7 @@ BUDGETS = {
         {},
         campaign="full",
         rlhf="full",
+        accuracy_floor=0.95,
         duty_s=120.0,
         instruction_s=30.0,
         retrain="full",

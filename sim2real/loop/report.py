@@ -170,15 +170,19 @@ def _instruction(stages: dict, out: Path) -> str:
     ax.set_xticks([0.4, 2.4], labels)
     ax.set_ylim(0, 1.05)
     ax.legend(loc="lower right")
+    v = d.get("validation", {})
     rows = [
         ["intent accuracy (held-out)", d["intent_accuracy_sft"], d["intent_accuracy"]],
+        ["intent accuracy (validation: the gate)", v.get("intent_accuracy_sft", "-"), v.get("intent_accuracy", "-")],
         ["JSON-valid rate", sft_valid, d["json_valid_rate"]],
         ["RLHF wins over SFT (reward model)", "-", d.get("win_rate_rm", "-")],
         ["RLHF wins over SFT (simulated operator)", "-", d.get("win_rate_operator", "-")],
     ]
+    deployed = d.get("deployed", "rlhf")
     return (
         "<h2>Instruction model</h2><p class='note'>held-out paraphrases; the RLHF model generates with "
-        f"vLLM during RL. Model: <code>{html.escape(str(d['model_dir']))}</code></p>"
+        f"vLLM during RL. Deployed (the gate: RLHF only if not worse than SFT on validation): "
+        f"<b>{deployed.upper()}</b>, <code>{html.escape(str(d.get('deployed_dir', d['model_dir'])))}</code></p>"
         + html_table(["metric", "SFT", "RLHF"], rows)
         + img_tag(fig, "instruction accuracy")
     )

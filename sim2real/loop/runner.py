@@ -35,6 +35,7 @@ def latest_unfinished(root: Path, cfg: LoopConfig) -> Path | None:
 def run_loop(cfg: LoopConfig, announce: Announce, finished: Finished, progress: Progress) -> Run:
     """Run (or resume) the loop in cfg.out; returns the run (results, seconds, finished). KeyboardInterrupt
     (Ctrl-C or SIGTERM) leaves the finished stages recorded and propagates."""
+    from sim2real.library_logs import LOG_FILE, library_logs
     from sim2real.loop.report import write_report
 
     out = Path(cfg.out)
@@ -44,6 +45,7 @@ def run_loop(cfg: LoopConfig, announce: Announce, finished: Finished, progress: 
         finished(name, result, seconds)
         write_report(out, run)
 
-    run.execute(cfg, BUDGETS[cfg.budget], progress, until=cfg.until, announce=announce, finished=stage_finished)
+    with library_logs(out / LOG_FILE):  # the console keeps the loop's own lines
+        run.execute(cfg, BUDGETS[cfg.budget], progress, until=cfg.until, announce=announce, finished=stage_finished)
     write_report(out, run)
     return run

@@ -21,6 +21,7 @@ from training.rlhf.model import DEVICES, ModelConfig
 RLHF_CONFIG_DIR = config_path("rlhf")
 # what generates RL's samples: vLLM (in process, or Ray actors), or transformers on the trainer's own model
 ENGINES = ("vllm", "transformers")
+ADVANTAGES = ("grpo", "dr_grpo")
 # what runs a model directory for planning (training.rlhf.generation.load_generator: eval, SIL, instruction_node);
 # the first is the default
 INSTRUCTION_BACKENDS = ("transformers", "vllm")
@@ -80,6 +81,12 @@ class PrefsConfig:
     pool: str = setting(
         "all", "corpus pool the instructions come from (their intents drive the operator)", choices=POOLS
     )
+    made_up_words: bool = setting(
+        False, "corpus lines with the training's made-up verbs and fillers; false: real phrasings, as people rate"
+    )
+    instructions: str = setting(
+        "", "text file of instructions (one a line, e.g. from the field) instead of the corpus: no intent, people rate"
+    )
     temperature: float = setting(1.0, "sampling temperature of the candidates", gt=0)
     operator_noise: float = setting(0.0, "simulated operator's Bradley-Terry noise; 0: always the better plan", ge=0)
     operator_skip_below: float = setting(
@@ -113,7 +120,14 @@ class RLConfig:
     iterations: int = setting(40, "RL iterations", ge=1)
     prompts_per_iteration: int = setting(32, "prompts sampled per iteration", ge=1)
     samples_per_prompt: int = setting(
-        4, "GRPO group size: advantages are normalised by the group's spread, so a group needs 2 or more", ge=2
+        4, "GRPO group size: advantages are relative to the group's mean, so a group needs 2 or more", ge=2
+    )
+    advantage: str = setting(
+        "grpo",
+        "grpo: rewards standardised within each group, token loss over the batch's plan tokens; dr_grpo: Dr. GRPO "
+        "(Liu et al. 2025, 'Understanding R1-Zero-like training'; TRL's loss_type dr_grpo): no division by the "
+        "group's std, a constant loss normaliser (samples x max new tokens) instead of the plans' lengths",
+        choices=ADVANTAGES,
     )
     temperature: float = setting(1.0, "sampling temperature", gt=0)
     learning_rate: float = setting(5e-4, "learning rate", gt=0)
@@ -126,6 +140,21 @@ class RLConfig:
     sim_weight: float = setting(1.0, "weight of the intent score of the plan executed in the twin", ge=0)
     json_weight: float = setting(1.0, "what invalid JSON costs", ge=0)
     pool: str = setting("rl", "prompt pool; its phrasings have intents but no target plans", choices=POOLS)
+    validation_examples: int = setting(
+        64,
+        "validation split: lines drawn from validation_pool with validation_seed (never the held-out set), written "
+        "to the output; RL's checkpoint choice and the pipeline's gate (RLHF deployed only if not worse than SFT "
+        "on it) judge on it",
+        ge=1,
+    )
+    validation_pool: str = setting("rl", "pool of the validation split", choices=POOLS)
+    validation_seed: int = setting(7001, "seed of the validation split (RL's prompts use `seed`)")
+    validate_every: int = setting(
+        4,
+        "iterations between validation scores (also after the last and before the first: SFT); the best checkpoint "
+        "(a tie: the earlier) is the output; 0: no scoring, the last iteration is the output",
+        ge=0,
+    )
     sync_dir: str = setting("/dev/shm", "weights go to a directory here, then into the running engine")
     device: str = setting("auto", DEVICE_HELP, choices=DEVICES)
     seed: int = setting(0, "random seed")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from edge.instruct.plan import MAX_SEGMENTS, STOP, Plan, Segment, plan_metrics
 from edge.instruct.prompt import state_summary
 from edge.instruct.safety import MAX_INSTRUCTION_CHARS, PlanLimits, clamp_plan
-from training.rlhf.intent import Expect, around
+from training.rlhf.intent import Expect, Steps, around, step_groups
 
 POOLS = ("sft", "rl", "all")
 SPEED, SLOW_SPEED, TURN_RATE, SLOW_TURN_RATE, ARC_SPEED, ARC_RATE = 1.0, 0.5, 1.0, 0.5, 0.5, 0.5
@@ -35,8 +35,9 @@ DEFAULT_TURN_DEG = 90
 class Example:
     instruction: str
     plan: Plan
-    expect: Expect
+    expect: Expect  # ranges over the whole plan
     state: str
+    steps: Steps | None = None  # ranges over each step (intent.step_groups), in order; None for a stop
 
 
 def _p(sft: list[str], rl: list[str]) -> dict[str, list[str]]:
@@ -377,12 +378,15 @@ class _Step:
 
 
 class CorpusGenerator:
-    """Random examples from one phrasing pool; `limits` are the robot's (targets are clamped to them)."""
+    """Random examples from one phrasing pool; `limits` are the robot's (targets are clamped to them).
+    `made_up_words` False: no made-up verbs, fillers or connectors (training wants them; people rating plans on the
+    preference page want phrasings a person would write)."""
 
-    def __init__(self, pool: str = "sft", limits: PlanLimits | None = None, seed: int = 0):
+    def __init__(self, pool: str = "sft", limits: PlanLimits | None = None, seed: int = 0, made_up_words: bool = True):
         if pool not in POOLS:
             raise ValueError(f"pool must be one of {', '.join(POOLS)}")
         self.pool, self.limits, self.rng = pool, limits or PlanLimits(), random.Random(seed)
+        self.made_up_words = made_up_words
         self._steps: list[tuple[float, Callable[[], _Step]]] = [
             (3, self._move),
             (1.5, self._move_timed),
@@ -486,7 +490,8 @@ class CorpusGenerator:
         words = step.text.split(" ")
         timed_wait = all(s.vx == 0 and s.wz == 0 for s in step.segments)
         if (
-            self.rng.random() < UNKNOWN_VERB_P
+            self.made_up_words
+            and self.rng.random() < UNKNOWN_VERB_P
             and words[0] in PLAIN_VERBS
             and (timed_wait or DIRECTION_WORDS.intersection(words[1:]))
         ):
@@ -519,6 +524,7 @@ class CorpusGenerator:
     def example(self) -> Example:
         rng = self.rng
         r = rng.random()
+        steps: list[_Step] = []
         if r < 0.07:
             text, plan, expect = self._pick(STOP_PHRASES), STOP, stop_expect()
         else:
@@ -539,7 +545,7 @@ class CorpusGenerator:
                 all(s.timed for s in steps),
                 steps[0].fields if len(steps) == 1 else (),
             )
-        if plan != STOP and rng.random() < UNKNOWN_FILLER_P:
+        if plan != STOP and self.made_up_words and rng.random() < UNKNOWN_FILLER_P:
             text = self._with_unknown_filler(text)
         if rng.random() < 0.25:
             text = self._pick(PREFIX) + text
@@ -549,7 +555,9 @@ class CorpusGenerator:
         state = state_summary(
             rng.choice([0.2, 0.5, 1.0, -0.3]) if moving else 0.0, rng.choice([0.0, 0.5, -0.5]) if moving else 0.0
         )
-        return Example(text, plan, expect, state)
+        return Example(
+            text, plan, expect, state, step_expects(clamp_plan(plan, self.limits)[0], steps) if steps else None
+        )
 
     def _join(self, texts: list[str]) -> str:
         if len(texts) == 1:
@@ -560,7 +568,7 @@ class CorpusGenerator:
             texts = [self._pick(FIRST).format(texts[0]), *texts[1:]]
         out = texts[0]
         for t in texts[1:]:
-            if self.rng.random() < UNKNOWN_CONNECTOR_P:
+            if self.made_up_words and self.rng.random() < UNKNOWN_CONNECTOR_P:
                 out += self.rng.choice([", ", " ", " and "]) + self._unknown_word() + " " + t
             else:
                 out += self._pick(CONNECT) + t
@@ -618,3 +626,15 @@ def intent_expect(plan: Plan, timed: bool, fields: tuple[str, ...] = ()) -> Expe
     for f in fields:
         expect[f] = around(m[f], rel=0.2, abs_tol=0.1)
     return expect
+
+
+def step_expects(plan: Plan, steps: list[_Step]) -> Steps:
+    """The intent of each step of the (clamped) target plan: the ranges intent_expect gives a one-step plan. Two
+    corpus steps the target merges into one (the same velocities back to back) keep what both fix."""
+    tags = [(step.timed, step.fields) for step in steps for _ in step.segments]
+    out = []
+    for group in step_groups(plan):
+        timed = all(tags[i][0] for i in group)
+        fields = tuple(f for f in tags[group[0]][1] if all(f in tags[i][1] for i in group))
+        out.append(intent_expect(tuple(plan[i] for i in group), timed, fields))
+    return tuple(out)

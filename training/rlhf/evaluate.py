@@ -2,8 +2,10 @@
 
 Eval set (JSONL): one object per line, {"instruction": str, "expect": {field: [min, max], ...}} with fields from
 vx, vy, wz (time-weighted means over the plan), duration_s (total), distance_m (integral of vx), angle_rad
-(integral of wz), any subset; an optional "state" string (prompt.state_summary) defaults to standing still. A line
-passes when every listed field of the executed plan (after clamping) is in its range.
+(integral of wz), any subset; an optional "steps" list holds such an object per step of the intended plan, in order
+(intent.py: a step is a run of segments with the same velocities); an optional "state" string
+(prompt.state_summary) defaults to standing still. A line passes when every listed field of the executed plan
+(after clamping) is in its range and, with "steps", the plan has as many steps, each in its own ranges.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge.instruct.generator import Generator
-from edge.instruct.plan import format_plan, plan_metrics
+from edge.instruct.plan import format_plan
 from edge.instruct.planner import InstructionPlanner, Planned
 from edge.instruct.safety import PlanLimits
 from training.errors import TrainingError
 from training.rlhf.corpus import CorpusGenerator
-from training.rlhf.intent import Expect, check_expect, passes
+from training.rlhf.intent import Expect, Steps, check_expect, check_steps, plan_passes
 
 
 @dataclass
@@ -27,6 +29,7 @@ class EvalItem:
     instruction: str
     expect: Expect
     state: str | None = None
+    steps: Steps | None = None
 
 
 @dataclass
@@ -48,7 +51,8 @@ def load_eval_set(path: str | Path) -> list[EvalItem]:
             row = json.loads(line)
             if not isinstance(row, dict) or not isinstance(row.get("instruction"), str):
                 raise ValueError('needs "instruction" (a string)')
-            items.append(EvalItem(row["instruction"], check_expect(row.get("expect")), row.get("state")))
+            expect, steps = check_expect(row.get("expect")), check_steps(row.get("steps"))
+            items.append(EvalItem(row["instruction"], expect, row.get("state"), steps))
         except (json.JSONDecodeError, ValueError) as e:
             raise TrainingError(f"{p}:{n}: {e}") from None
     if not items:
@@ -58,7 +62,20 @@ def load_eval_set(path: str | Path) -> list[EvalItem]:
 
 def corpus_items(pool: str, limits: PlanLimits, n: int, seed: int) -> list[EvalItem]:
     """Fresh generated examples as eval items (their target plans unused)."""
-    return [EvalItem(e.instruction, e.expect, e.state) for e in CorpusGenerator(pool, limits, seed).examples(n)]
+    return [
+        EvalItem(e.instruction, e.expect, e.state, e.steps) for e in CorpusGenerator(pool, limits, seed).examples(n)
+    ]
+
+
+def write_eval_set(items: Sequence[EvalItem], path: str | Path) -> None:
+    """Items in the eval-set format load_eval_set reads."""
+    rows = []
+    for i in items:
+        row = {"instruction": i.instruction, "expect": i.expect, "state": i.state}
+        if i.steps is not None:
+            row["steps"] = list(i.steps)
+        rows.append(json.dumps(row) + "\n")
+    Path(path).write_text("".join(rows))
 
 
 def evaluate(
@@ -68,7 +85,7 @@ def evaluate(
     planner = InstructionPlanner(generator, limits, constrained=constrained)
     planned = planner.plan_many([i.instruction for i in items], [i.state for i in items])
     return [
-        ItemResult(item, p[0], passes(plan_metrics(p[0].plan), item.expect))
+        ItemResult(item, p[0], plan_passes(p[0].plan, item.expect, item.steps))
         for item, p in zip(items, planned, strict=True)
     ]
 
@@ -89,7 +106,9 @@ def pass_at_k(
     groups = planner.plan_many(
         [i.instruction for i in items], [i.state for i in items], n=k, temperature=temperature, seed=seed
     )
-    ok = [[passes(plan_metrics(p.plan), item.expect) for p in group] for item, group in zip(items, groups, strict=True)]
+    ok = [
+        [plan_passes(p.plan, item.expect, item.steps) for p in group] for item, group in zip(items, groups, strict=True)
+    ]
     return {
         "pass_at_1": sum(map(sum, ok)) / (k * len(ok)),
         f"pass_at_{k}": sum(map(any, ok)) / len(ok),
@@ -126,7 +145,7 @@ def operator_win_rate(results: Sequence[ItemResult], base: Sequence[ItemResult],
 
     both = [*results, *base]
     runs = TwinExecutor(robot).execute([r.planned.plan for r in both])
-    scores = [score_execution(e, r.item.expect) for e, r in zip(runs, both, strict=True)]
+    scores = [score_execution(e, r.item.expect, r.item.steps) for e, r in zip(runs, both, strict=True)]
     return win_rate(scores[: len(results)], scores[len(results) :], tie=0.02)
 
 

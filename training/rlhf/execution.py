@@ -17,12 +17,15 @@ import numpy as np
 
 from edge.instruct.plan import Plan, format_plan
 from training.errors import TrainingError
+from training.rlhf.intent import plan_steps
 
 
 @dataclass
 class Execution:
     metrics: dict[str, float]  # executed: means over the plan's duration, distance_m and angle_rad incl. settling
     path: np.ndarray  # [steps + 1, 3]: x, y (m) and yaw (rad) relative to the start pose, every control step
+    # executed metrics of each step of the plan (intent.plan_steps; the last one includes the settling)
+    steps: list[dict[str, float]] = dataclasses.field(default_factory=list)
 
 
 class TwinExecutor:
@@ -101,21 +104,33 @@ class TwinExecutor:
         finally:
             twin.close()
         out = []
-        for i in range(n):
+        for i, plan in enumerate(plans):
             d = durations[i]
             end = int(np.ceil((d + self.settle_s) / dt))
-            distance, lateral, angle = (float(v) for v in integrals[end, i])
-            mean = (lambda x, d=d: x / d) if d > 0 else (lambda x: 0.0)
-            metrics = {
-                "vx": mean(distance),
-                "vy": mean(lateral),
-                "wz": mean(angle),
-                "duration_s": float(d),
-                "distance_m": distance,
-                "angle_rad": angle,
-            }
-            out.append(Execution({k: float(v) for k, v in metrics.items()}, paths[: end + 1, i].copy()))
+            # each segment's share of the integrals: from its first control step to the next one's (the last
+            # segment's runs on through the settling)
+            bounds = [0, *(min(int(np.ceil(t / dt - 1e-9)), end) for t in ends[i, : len(plan) - 1]), end]
+            segments = [
+                _metrics(*(integrals[b1, i] - integrals[b0, i]), seg.duration_s)
+                for seg, b0, b1 in zip(plan, bounds[:-1], bounds[1:], strict=True)
+            ]
+            out.append(
+                Execution(_metrics(*integrals[end, i], d), paths[: end + 1, i].copy(), plan_steps(plan, segments))
+            )
         return out
+
+
+def _metrics(distance: float, lateral: float, angle: float, duration: float) -> dict[str, float]:
+    """Executed integrals over a commanded duration as plan metrics (means over that duration)."""
+    mean = (lambda x: float(x) / duration) if duration > 0 else (lambda x: 0.0)
+    return {
+        "vx": mean(distance),
+        "vy": mean(lateral),
+        "wz": mean(angle),
+        "duration_s": float(duration),
+        "distance_m": float(distance),
+        "angle_rad": float(angle),
+    }
 
 
 def _yaw(quat_wxyz: np.ndarray) -> np.ndarray:

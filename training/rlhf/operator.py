@@ -1,5 +1,6 @@
 """The scripted simulated operator: executes both candidate plans in the twin and prefers the one whose trajectory
-better meets the instruction's intent. It stands in for a person in tests, demos and the default pipeline.
+better meets the instruction's intent (its totals and, when it has them, each step in order: intent.py). It stands
+in for a person in tests, demos and the default pipeline.
 
 `noise` > 0 makes it a Bradley-Terry rater (prefers A with probability sigmoid((score_A - score_B) / noise)),
 like a person who sometimes picks the worse plan; 0 always picks the better one. Near-equal scores are ties, and
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 
 from edge.instruct.plan import Plan
 from training.rlhf.execution import Execution, TwinExecutor
-from training.rlhf.intent import EXECUTION_SLACK, Expect, intent_score
+from training.rlhf.intent import EXECUTION_SLACK, Expect, Steps, intent_score, steps_score
 
 
 class SimulatedOperator:
@@ -26,9 +27,13 @@ class SimulatedOperator:
         self.executor, self.noise, self.tie, self.skip_below = executor, noise, tie, skip_below
         self.rng = random.Random(seed)
 
-    def scores(self, plans: Sequence[Plan], expects: Sequence[Expect]) -> list[float]:
+    def scores(
+        self, plans: Sequence[Plan], expects: Sequence[Expect], steps: Sequence[Steps | None] | None = None
+    ) -> list[float]:
         """Intent score of each plan's executed trajectory (1 = meets every range)."""
-        return [score_execution(e, x) for e, x in zip(self.executor.execute(plans), expects, strict=True)]
+        runs = self.executor.execute(plans)
+        per_step = steps if steps is not None else [None] * len(plans)
+        return [score_execution(e, x, s) for e, x, s in zip(runs, expects, per_step, strict=True)]
 
     def choose(self, score_a: float, score_b: float) -> str | None:
         """'a', 'b', or None for a tie (near-equal scores, or both below skip_below)."""
@@ -40,5 +45,7 @@ class SimulatedOperator:
         return "a" if self.rng.random() < p_a else "b"
 
 
-def score_execution(execution: Execution, expect: Expect) -> float:
-    return intent_score(execution.metrics, expect, EXECUTION_SLACK)
+def score_execution(execution: Execution, expect: Expect, steps: Steps | None = None) -> float:
+    """The totals' score times, when the intent has steps, the steps' (each executed step against its own)."""
+    total = intent_score(execution.metrics, expect, EXECUTION_SLACK)
+    return total if steps is None else total * steps_score(execution.steps, steps, EXECUTION_SLACK)

@@ -1,5 +1,7 @@
 """The preference page: an operator compares two candidate plans for one instruction, each shown as its executed
-trajectory in the twin, and clicks the better one.
+trajectory in the twin, and clicks the better one. The pairs are the store's (real phrasings: corpus lines without
+the training's made-up words, or field instructions; prefs.collect_pairs); with a model (`sampler`), the rater can
+also type an instruction: the page samples two plans for it (prefs.PairSampler) and shows that pair next.
 
 Security: the server binds 127.0.0.1 unless told otherwise; every request needs the session token (random per
 start unless given), in the page URL's `token` query parameter and in the X-Token header of the API call, compared
@@ -13,6 +15,7 @@ import html
 import json
 import secrets
 import sys
+from collections.abc import Callable
 
 from fastapi import FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -22,6 +25,7 @@ from edge.instruct.plan import FIELDS, PlanError, parse_plan
 from training.rlhf.plot import trajectory_svg
 from training.rlhf.prefs_store import Pair, PreferenceStore
 
+MAX_TYPED_CHARS = 200
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -30,7 +34,12 @@ class Choice(BaseModel):
     choice: str
 
 
-def create_app(store: PreferenceStore, token: str, rater: str = "operator") -> FastAPI:
+class Typed(BaseModel):
+    instruction: str
+
+
+def create_app(store: PreferenceStore, token: str, rater: str = "operator", sampler: Callable | None = None) -> FastAPI:
+    """`sampler`: a prefs.PairSampler (or None: no typed instructions)."""
     app = FastAPI(title="RLHF preferences", docs_url=None, redoc_url=None, openapi_url=None)
 
     def check(given: str | None) -> None:
@@ -57,15 +66,20 @@ def create_app(store: PreferenceStore, token: str, rater: str = "operator") -> F
         )
 
     @app.get("/", response_class=HTMLResponse)
-    def page(token_param: str | None = Query(None, alias="token"), after: int = 0) -> HTMLResponse:
+    def page(
+        token_param: str | None = Query(None, alias="token"),
+        after: int = 0,
+        pair_id: int | None = Query(None, alias="pair"),
+    ) -> HTMLResponse:
         check(token_param)
-        pair = store.next_unrated("human", after=after)
+        pair = store.pair(pair_id) if pair_id is not None else store.next_unrated("human", after=after)
         nonce = secrets.token_urlsafe(12)
         csp = (
             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; connect-src 'self'; "
             "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
         )
-        return HTMLResponse(_render(pair, token, nonce, store.counts()), headers={"Content-Security-Policy": csp})
+        page = _render(pair, token, nonce, store.counts(), typing=sampler is not None)
+        return HTMLResponse(page, headers={"Content-Security-Policy": csp})
 
     @app.post("/api/preference")
     def prefer(body: Choice, x_token: str | None = Header(None)) -> dict:
@@ -78,14 +92,39 @@ def create_app(store: PreferenceStore, token: str, rater: str = "operator") -> F
             raise HTTPException(status_code=404, detail=f"no pair {body.pair_id}") from None
         return {"stored": stored, "pair_id": body.pair_id, "choice": body.choice}
 
+    @app.post("/api/instruction")
+    def typed(body: Typed, x_token: str | None = Header(None)) -> dict:
+        check(x_token)
+        if sampler is None:
+            raise HTTPException(status_code=404, detail="this page was started without a model to sample plans")
+        text = body.instruction.strip()
+        if not text or len(text) > MAX_TYPED_CHARS:
+            raise HTTPException(status_code=422, detail=f"type an instruction of 1 to {MAX_TYPED_CHARS} characters")
+        pair_id = sampler(store, text)
+        if pair_id is None:
+            raise HTTPException(status_code=422, detail="the model wrote the same plan every time (or it is a stop)")
+        return {"pair_id": pair_id}
+
     return app
 
 
 def serve(
-    db: str, host: str = "127.0.0.1", port: int = 8765, token: str | None = None, rater: str = "operator"
+    db: str,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    rater: str = "operator",
+    model: str | None = None,
+    robot: str = "rover",
 ) -> None:
+    """`model`: a model directory that samples plans for instructions the rater types (None: no typing)."""
     import uvicorn
 
+    sampler = None
+    if model:
+        from training.rlhf.prefs import PairSampler
+
+        sampler = PairSampler(model, robot)
     token = token or secrets.token_urlsafe(18)
     if host not in LOOPBACK:
         print(
@@ -97,7 +136,8 @@ def serve(
         f"preference page: http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/?token={token}",
         flush=True,
     )
-    uvicorn.run(create_app(PreferenceStore(db), token, rater), host=host, port=port, log_level="warning")
+    app = create_app(PreferenceStore(db), token, rater, sampler)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 def _plan_table(text: str) -> str:
@@ -123,36 +163,62 @@ def _side(label: str, plan: str, execution: dict | None) -> str:
     )
 
 
-def _render(pair: Pair | None, token: str, nonce: str, counts: dict) -> str:
+def _render(pair: Pair | None, token: str, nonce: str, counts: dict, typing: bool = False) -> str:
     style = (
         "body{font-family:sans-serif;max-width:900px;margin:1em auto}.pair{display:flex;gap:2em}"
         ".side{flex:1}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px}"
         "button{font-size:16px;margin-top:.6em;padding:.4em 1em}.m{color:#555;font-size:13px}.bad{color:#b00}"
+        "#typed{width:60%;font-size:16px}"
     )
     done = counts.get("human", 0)
-    if pair is None:
-        body = f"<h1>Nothing left to rate</h1><p id=status>{done} preferences stored by people.</p>"
-        return f"<!doctype html><meta charset=utf-8><title>RLHF preferences</title><style>{style}</style>{body}"
+    form = (
+        "<p><label>Or type an instruction: <input id=typed maxlength=200 "
+        'placeholder="e.g. back up a little, then turn right"></label> <button id=sample>Sample two plans</button> '
+        "<span id=typed-status></span></p>"
+        if typing
+        else ""
+    )
     script = f"""
-const TOKEN = {json.dumps(token)}, PAIR = {pair.id};
+const TOKEN = {json.dumps(token)}, PAIR = {json.dumps(pair.id if pair else None)};
+async function post(path, body) {{
+  return fetch(path, {{method: 'POST', headers: {{'Content-Type': 'application/json', 'X-Token': TOKEN}},
+    body: JSON.stringify(body)}});
+}}
 async function send(choice) {{
-  const r = await fetch('/api/preference', {{method: 'POST', headers: {{'Content-Type': 'application/json',
-    'X-Token': TOKEN}}, body: JSON.stringify({{pair_id: PAIR, choice: choice}})}});
+  const r = await post('/api/preference', {{pair_id: PAIR, choice: choice}});
   const status = document.getElementById('status');
-  if (r.ok) {{ status.textContent = 'stored: ' + choice; setTimeout(() => location.reload(), 300); }}
-  else {{ status.textContent = 'not stored: ' + (await r.json()).error; }}
+  if (r.ok) {{
+    status.textContent = 'stored: ' + choice;
+    setTimeout(() => {{
+      const u = new URL(location.href); u.searchParams.delete('pair'); location.href = u.toString(); }}, 300);
+  }} else {{ status.textContent = 'not stored: ' + (await r.json()).error; }}
 }}
 for (const b of document.querySelectorAll('button[data-choice]'))
   b.addEventListener('click', () => send(b.dataset.choice));
-document.getElementById('skip').addEventListener('click', () => {{
-  const u = new URL(location.href); u.searchParams.set('after', PAIR); location.href = u.toString(); }});
+const skip = document.getElementById('skip');
+if (skip) skip.addEventListener('click', () => {{
+  const u = new URL(location.href); u.searchParams.delete('pair'); u.searchParams.set('after', PAIR);
+  location.href = u.toString(); }});
+const sample = document.getElementById('sample');
+if (sample) sample.addEventListener('click', async () => {{
+  const status = document.getElementById('typed-status');
+  status.textContent = 'sampling two plans ...';
+  const r = await post('/api/instruction', {{instruction: document.getElementById('typed').value}});
+  const body = await r.json();
+  if (r.ok) {{
+    const u = new URL(location.href); u.searchParams.set('pair', body.pair_id); location.href = u.toString(); }}
+  else {{ status.textContent = 'no pair: ' + body.error; }}
+}});
 """
+    tail = f'{form}<script nonce="{nonce}">{script}</script>'
+    if pair is None:
+        body = f"<h1>Nothing left to rate</h1><p id=status>{done} preferences stored by people.</p>{tail}"
+        return f"<!doctype html><meta charset=utf-8><title>RLHF preferences</title><style>{style}</style>{body}"
     body = (
         f"<h1>Which plan does what the instruction says?</h1>"
         f"<p>Instruction: <strong id=instruction>{html.escape(pair.instruction)}</strong> "
         f"<span class=m>(robot state: {html.escape(pair.state)}; pair {pair.id})</span></p>"
         f"<div class=pair>{_side('a', pair.plan_a, pair.exec_a)}{_side('b', pair.plan_b, pair.exec_b)}</div>"
-        f"<p><button id=skip>Skip</button> <span id=status>{done} preferences stored by people.</span></p>"
-        f'<script nonce="{nonce}">{script}</script>'
+        f"<p><button id=skip>Skip</button> <span id=status>{done} preferences stored by people.</span></p>{tail}"
     )
     return f"<!doctype html><meta charset=utf-8><title>RLHF preferences</title><style>{style}</style>{body}"

@@ -2,19 +2,26 @@
 page (pref_page), by the simulated operator, or imported from field-log ratings.
 
 Entry point: `collect_pairs(PrefsConfig(...), simulated=True)`. K plans are sampled per instruction and every two
-distinct ones form a pair (as InstructGPT ranks K responses): K(K-1)/2 comparisons for K generations.
+distinct ones form a pair (as InstructGPT ranks K responses): K(K-1)/2 comparisons for K generations. The
+instructions are corpus lines (by default without the made-up training words: people rate real phrasings) or the
+lines of an instructions file (field instructions: no intent, so only people rate them). `PairSampler` makes one
+pair for an instruction a rater types on the page.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
-from edge.instruct.planner import InstructionPlanner
+from edge.instruct.planner import InstructionPlanner, Planned
+from edge.instruct.prompt import state_summary
+from training.errors import TrainingError
 from training.rlhf.config import PrefsConfig
-from training.rlhf.corpus import CorpusGenerator
+from training.rlhf.corpus import CorpusGenerator, Example
 from training.rlhf.execution import Execution, TwinExecutor
 from training.rlhf.generation import HFGenerator
 from training.rlhf.limits import limits_for
@@ -29,7 +36,7 @@ def collect_pairs(
     config: PrefsConfig, simulated: bool = True, on_pair: Callable[[int], None] | None = None
 ) -> dict[str, int]:
     """Add up to `config.pairs` pairs of distinct sampled plans to the store; with `simulated`, the simulated
-    operator rates each one (ties stay unrated). Returns the store's counts."""
+    operator rates each one that has an intent (ties stay unrated). Returns the store's counts."""
     store = PreferenceStore(config.db)
     limits = limits_for(config.robot)
     model, tokenizer = load_model(config.model)
@@ -38,22 +45,16 @@ def collect_pairs(
     operator = SimulatedOperator(
         executor, noise=config.operator_noise, skip_below=config.operator_skip_below, seed=config.seed
     )
-    corpus = CorpusGenerator(config.pool, limits, seed=config.seed)
+    corpus = CorpusGenerator(config.pool, limits, seed=config.seed, made_up_words=config.made_up_words)
+    field = _instruction_lines(config.instructions) if config.instructions else None
     made, rounds = 0, 0
     per_instruction = config.candidates * (config.candidates - 1) // 2
-    while made < config.pairs and rounds < 10:  # identical samples make fewer pairs: draw more instructions
+    while made < config.pairs and rounds < (1 if field else 10):  # identical samples make fewer pairs: draw more
         rounds += 1
-        examples = corpus.examples(-(-(config.pairs - made) // per_instruction))
-        samples = planner.plan_many(
-            [e.instruction for e in examples],
-            [e.state for e in examples],
-            n=config.candidates,
-            temperature=config.temperature,
-            seed=config.seed + rounds,
-        )
-        distinct = [list({p.output: p for p in group if p.output}.values()) for group in samples]
-        runs = iter(executor.execute([p.plan for group in distinct for p in group]))
-        for example, group in zip(examples, distinct, strict=True):
+        examples = field or corpus.examples(-(-(config.pairs - made) // per_instruction))
+        groups = sampled_plans(planner, examples, config.candidates, config.temperature, config.seed + rounds)
+        runs = iter(executor.execute([p.plan for group in groups for p in group]))
+        for example, group in zip(examples, groups, strict=True):
             executed = [(p, next(runs)) for p in group]
             for (a, run_a), (b, run_b) in itertools.combinations(executed, 2):
                 if made >= config.pairs:
@@ -65,11 +66,14 @@ def collect_pairs(
                     b.output,
                     _for_page(run_a),
                     _for_page(run_b),
-                    example.expect,
+                    example.expect or None,
+                    origin="field" if field else "model",
+                    steps=example.steps,
                 )
-                if simulated:
+                if simulated and example.expect:
                     choice = operator.choose(
-                        score_execution(run_a, example.expect), score_execution(run_b, example.expect)
+                        score_execution(run_a, example.expect, example.steps),
+                        score_execution(run_b, example.expect, example.steps),
                     )
                     if choice:
                         store.add_preference(pair_id, choice, "simulated-operator", "simulated")
@@ -77,6 +81,58 @@ def collect_pairs(
                 if on_pair:
                     on_pair(made)
     return store.counts()
+
+
+def sampled_plans(
+    planner: InstructionPlanner, examples: Sequence[Example], n: int, temperature: float, seed: int
+) -> list[list[Planned]]:
+    """n sampled plans per example, keeping one of each distinct model output (a fast-path stop has none)."""
+    samples = planner.plan_many(
+        [e.instruction for e in examples], [e.state for e in examples], n=n, temperature=temperature, seed=seed
+    )
+    return [list({p.output: p for p in group if p.output}.values()) for group in samples]
+
+
+class PairSampler:
+    """One pair for an instruction a rater types on the preference page: `candidates` plans sampled from the model,
+    the first two distinct ones executed in the twin and stored (no intent: only people rate it)."""
+
+    def __init__(self, model: str, robot: str = "rover", candidates: int = 4, temperature: float = 1.0):
+        self.planner = InstructionPlanner(HFGenerator(*load_model(model)), limits_for(robot))
+        self.executor, self.candidates, self.temperature = TwinExecutor(robot), candidates, temperature
+        self._lock = threading.Lock()  # the page serves requests from a thread pool; one generate at a time
+        self._calls = 0
+
+    def __call__(self, store: PreferenceStore, instruction: str, state: str | None = None) -> int | None:
+        """The new pair's id, or None when the model wrote fewer than two distinct plans (e.g. a stop)."""
+        example = Example(instruction, (), {}, state or state_summary())
+        with self._lock:
+            self._calls += 1
+            group = sampled_plans(self.planner, [example], self.candidates, self.temperature, self._calls)[0][:2]
+            if len(group) < 2:
+                return None
+            run_a, run_b = self.executor.execute([p.plan for p in group])
+        return store.add_pair(
+            instruction,
+            example.state,
+            group[0].output,
+            group[1].output,
+            _for_page(run_a),
+            _for_page(run_b),
+            origin="typed",
+        )
+
+
+def _instruction_lines(path: str) -> list[Example]:
+    """Instructions from a text file, one a line ('#' starts a comment), as examples without an intent."""
+    p = Path(path)
+    if not p.is_file():
+        raise TrainingError(f"instructions file {p} does not exist")
+    lines = [line.split("#", 1)[0].strip() for line in p.read_text().splitlines()]
+    examples = [Example(line, (), {}, state_summary()) for line in lines if line]
+    if not examples:
+        raise TrainingError(f"instructions file {p} holds no instruction")
+    return examples
 
 
 def _for_page(execution: Execution) -> dict:

@@ -2,7 +2,9 @@
 ratings give them.
 
 pairs: one instruction, two plans (the model's text), each plan's executed trajectory in the twin (for the page's
-plot), and the intent when known (generated instructions; the simulated operator needs it).
+plot), and the intent when known (generated instructions; the simulated operator needs it): the `expect` column
+holds the totals' ranges and, in its "steps" key, the ranges of each step (rows written before steps existed have
+none and are judged by their totals).
 preferences: pair, choice ('a' or 'b'), rater, source ('human', 'simulated', 'field').
 
 Field-log ratings (JSONL, one executed plan per line, see docs/rlhf.md):
@@ -26,7 +28,7 @@ from pathlib import Path
 from edge.instruct.plan import PlanError, format_plan, plan_from_dicts
 from edge.instruct.prompt import state_summary
 from training.errors import TrainingError
-from training.rlhf.intent import Expect
+from training.rlhf.intent import Expect, Steps
 
 SOURCES = ("human", "simulated", "field")
 _SCHEMA = """
@@ -49,6 +51,8 @@ class Pair:
     plan_b: str
     exec_a: dict | None  # {"metrics": {...}, "path": [[x, y, yaw], ...]}
     exec_b: dict | None
+    steps: Steps | None = None
+    origin: str = "model"  # model (sampled for a corpus instruction), typed (by a rater on the page), field
 
 
 @dataclass
@@ -86,6 +90,7 @@ class PreferenceStore:
         exec_b: dict | None = None,
         expect: Expect | None = None,
         origin: str = "model",
+        steps: Steps | None = None,
     ) -> int:
         with self._db() as db:
             cur = db.execute(
@@ -94,7 +99,7 @@ class PreferenceStore:
                 (
                     instruction,
                     state,
-                    None if expect is None else json.dumps(expect),
+                    None if expect is None else json.dumps({**expect, **({} if steps is None else {"steps": steps})}),
                     plan_a,
                     plan_b,
                     _dump(exec_a),
@@ -189,17 +194,20 @@ def _dump(value: dict | None) -> str | None:
 
 
 def _pair(row: tuple) -> Pair:
-    pid, instruction, state, expect, plan_a, plan_b, exec_a, exec_b, _origin, _created = row
-    exp = _load(expect)
+    pid, instruction, state, expect, plan_a, plan_b, exec_a, exec_b, origin, _created = row
+    exp = _load(expect) or {}
+    steps = exp.pop("steps", None)
     return Pair(
         pid,
         instruction,
         state,
-        None if exp is None else {k: tuple(v) for k, v in exp.items()},
+        {k: tuple(v) for k, v in exp.items()} if exp else None,
         plan_a,
         plan_b,
         _load(exec_a),
         _load(exec_b),
+        None if steps is None else tuple({k: tuple(v) for k, v in e.items()} for e in steps),
+        origin,
     )
 
 

@@ -5,9 +5,17 @@ Entry point: `RLTrainer(RLConfig(...)).train()`. Each iteration:
      `prompts_per_iteration` instructions from the `rl` pool;
   2. reward: rm_weight * (reward model, standardised over the batch) + sim_weight * (intent score of the plan
      executed in the twin) - json_weight * (not a plan) - kl_coef * (log pi - log pi_sft summed over the plan);
-  3. training: advantages are rewards standardised within each prompt's group (GRPO, no critic); `epochs`
-     policy-gradient steps on the PPO-clipped token loss -min(rA, clip(r, 1 - clip, 1 + clip)A), r = pi/pi_old;
+  3. training: advantages relative to each prompt's group (no critic): `advantage` grpo standardises the rewards
+     within the group and divides the token loss by the batch's plan tokens; dr_grpo (Dr. GRPO, Liu et al. 2025,
+     "Understanding R1-Zero-like training") only subtracts the group mean and divides by a constant (samples x
+     MAX_NEW_TOKENS), so neither a group's spread nor a plan's length scales its gradient (TRL's loss_type
+     "dr_grpo"). `epochs` policy-gradient steps on the PPO-clipped token loss -min(rA, clip(r, 1 - clip, 1 + clip)A),
+     r = pi/pi_old;
   4. weight sync: save_pretrained into a directory under `sync_dir`, then the running engine reloads it.
+Every `validate_every` iterations (and at the start: the SFT model; 0: never) the engine plans the validation split
+greedily (constrained, as deployed); the best checkpoint on it is what RL writes, a tie going to the earlier one (so
+a run that never beats SFT writes the SFT weights). The held-out set is never used here. The split goes into the
+output as validation.jsonl, so the pipeline's gate judges on the same lines.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from edge.instruct.slots import fill_slots, uses_number_slots
 from training.errors import ConfigError
 from training.rlhf.config import ENGINES, RLConfig
 from training.rlhf.corpus import CorpusGenerator
+from training.rlhf.evaluate import corpus_items, evaluate, summarize, write_eval_set
 from training.rlhf.execution import TwinExecutor
 from training.rlhf.generation import HFGenerator
 from training.rlhf.limits import limits_for
@@ -39,6 +48,7 @@ from training.rlhf.reward_model import RewardScorer
 from training.rlhf.tokens import completion_logprobs
 
 MICRO_BATCH = 64  # sequences per forward/backward (gradients accumulate over the batch)
+VALIDATION_FILE = "validation.jsonl"
 
 
 class RLTrainer:
@@ -58,6 +68,10 @@ class RLTrainer:
         self.optim = torch.optim.AdamW(self.policy.parameters(), lr=config.learning_rate, weight_decay=0.0)
         self.sync_dir = Path(tempfile.mkdtemp(prefix="rlhf-weights-", dir=config.sync_dir))
         self.history: list[dict] = []
+        self.validation = corpus_items(
+            config.validation_pool, self.limits, config.validation_examples, config.validation_seed
+        )
+        self.validation_history: list[dict] = []
         if engine is not None:
             self.engine = engine
             self.sync()  # the engine may hold another model's weights
@@ -108,7 +122,10 @@ class RLTrainer:
                 valid.append(0.0)
         runs = self.executor.execute(plans)
         sim = torch.tensor(
-            [score_execution(r, examples[i].expect) * v for (i, _), r, v in zip(flat, runs, valid, strict=True)]
+            [
+                score_execution(r, examples[i].expect, examples[i].steps) * v
+                for (i, _), r, v in zip(flat, runs, valid, strict=True)
+            ]
         )
         rm = torch.tensor(self.scorer.score([inputs[i] for i, _ in flat], [s.text for _, s in flat]))
         valid_t = torch.tensor(valid)
@@ -125,8 +142,12 @@ class RLTrainer:
         rm_z = (rm - rm.mean()) / (rm.std() + 1e-6)
         reward = c.rm_weight * rm_z + c.sim_weight * sim - c.json_weight * (1 - valid_t) - c.kl_coef * kl
         groups = reward.view(len(samples), c.samples_per_prompt)
-        adv = ((groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-4)).flatten()
+        centred = groups - groups.mean(1, keepdim=True)
         total_tokens = sum(len(r[1]) for r in rows)
+        if c.advantage == "dr_grpo":
+            adv, normaliser = centred.flatten(), len(rows) * MAX_NEW_TOKENS
+        else:
+            adv, normaliser = (centred / (groups.std(1, keepdim=True) + 1e-4)).flatten(), total_tokens
         self.policy.train()
         for _ in range(c.epochs):  # PPO-style clipped updates reuse each batch of samples (the twin is the cost)
             self.optim.zero_grad()
@@ -136,7 +157,7 @@ class RLTrainer:
                 ratio = torch.exp(logp - old_logp)
                 a = adv[start : start + len(part), None]
                 surrogate = torch.minimum(ratio * a, torch.clamp(ratio, 1 - c.clip, 1 + c.clip) * a)
-                (-(surrogate * mask).sum() / total_tokens).backward()
+                (-(surrogate * mask).sum() / normaliser).backward()
                 start += len(part)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
             self.optim.step()
@@ -170,18 +191,38 @@ class RLTrainer:
         self.policy.save_pretrained(self.sync_dir)
         self.engine.load_weights(self.sync_dir)
 
+    def validate(self, iteration: int) -> float:
+        """Intent accuracy of the engine's (= the policy's) greedy plans on the validation split, recorded."""
+        accuracy = summarize(evaluate(self.engine, self.validation, self.limits))["intent_accuracy"]
+        self.validation_history.append({"iteration": iteration, "intent_accuracy": accuracy})
+        return accuracy
+
     def train(self, on_iteration: Callable[[dict], None] | None = None) -> dict:
-        for it in range(self.config.iterations):
+        c = self.config
+        best = (self.validate(0), 0, self._snapshot()) if c.validate_every else None
+        for it in range(c.iterations):
             stats = self.step(it)
+            done = it + 1
+            if best is not None and (done % c.validate_every == 0 or done == c.iterations):
+                accuracy = self.validate(done)
+                if accuracy > best[0]:  # strictly: a tie keeps the earlier checkpoint (the SFT model at first)
+                    best = (accuracy, done, self._snapshot())
             if on_iteration:
                 on_iteration(stats)
-        return self.save()
+        if best is not None and best[1] != c.iterations:
+            self.policy.load_state_dict(best[2])
+        return self.save(best[1] if best is not None else c.iterations)
 
-    def save(self) -> dict:
+    def _snapshot(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+
+    def save(self, chosen: int | None = None) -> dict:
+        """Write the policy (the chosen checkpoint: `chosen` iterations in, default the last) and the run's record."""
         out = Path(self.config.out)
         out.mkdir(parents=True, exist_ok=True)
         self.policy.save_pretrained(out)
         self.tokenizer.save_pretrained(out)
+        chosen = len(self.history) if chosen is None else chosen
         totals = {k: sum(h["seconds"][k] for h in self.history) for k in ("generation", "reward", "training", "sync")}
         whole = sum(totals.values()) or 1.0
         summary = {
@@ -189,7 +230,19 @@ class RLTrainer:
             "share": {k: round(v / whole, 3) for k, v in totals.items()},
             "seconds": {k: round(v, 1) for k, v in totals.items()},
             "last": self.history[-1:],
+            "advantage": self.config.advantage,
+            "checkpoint_iteration": chosen,
         }
+        write_eval_set(self.validation, out / VALIDATION_FILE)
+        if self.validation_history:
+            by_iteration = {v["iteration"]: v["intent_accuracy"] for v in self.validation_history}
+            summary["validation"] = {
+                "n": len(self.validation),
+                "pool": self.config.validation_pool,
+                "sft": by_iteration[0],
+                "chosen": by_iteration[chosen],
+                "history": self.validation_history,
+            }
         (out / "rlhf_rl.json").write_text(
             json.dumps(
                 {"config": dataclasses.asdict(self.config), "summary": summary, "history": self.history}, indent=2
