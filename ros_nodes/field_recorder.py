@@ -78,7 +78,6 @@ class FieldRecorder(Node):
         self._segment_index = 0
         self._segment_started = 0.0
         self._segment_bytes = 0
-        self._open_segment()
         # topics appear as their publishers start: look for them, as `ros2 bag record` does, on the wall clock (under
         # use_sim_time a timer on /clock would wait for a simulation that may wait for this recorder)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -86,6 +85,8 @@ class FieldRecorder(Node):
         self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS)
         self.create_timer(1.0, self._publish_diagnostics, clock=steady)
         self._discover()
+        # last: a SIGINT during start-up (the context shut down under a call above) leaves no segment behind
+        self._open_segment()
 
     def _discover(self) -> None:
         available = dict(self.get_topic_names_and_types())
@@ -181,14 +182,19 @@ class FieldRecorder(Node):
 
 def main(args: list[str] | None = None) -> None:
     rclpy.init(args=args)  # installs SIGINT/SIGTERM handlers that shut the context down
-    node = FieldRecorder()
+    node = None
     try:
+        node = FieldRecorder()
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        if node is not None or rclpy.ok():  # a bug; not a SIGINT that shut the context down during start-up
+            raise
     finally:
-        node.close()
-        node.destroy_node()
+        if node is not None:
+            node.close()
+            node.destroy_node()
         rclpy.try_shutdown()
 
 
