@@ -27,19 +27,21 @@ from gymnasium.envs.mujoco import MujocoEnv
 
 from sim.robot import RobotSpec, build_mjspec, load_robot, set_pd_gains
 from sim.robot_init import init_robot
+from sim.tasks import load_task
 from sim.tasks.velocity_tracking import VelocityTrackingTask
 from sim.twin import BatchedTwin
 
 
 class GymnasiumTwin(MujocoEnv):
     """The anchor: one env as gymnasium's MuJoCo envs are written (MujocoEnv, do_simulation), with the same
-    MJCF, actuators, observation and reward terms as the twin."""
+    MJCF, actuators, observation and reward terms as the twin (less the foot terms, which need foot sensors)."""
 
     metadata = {"render_modes": ["human", "rgb_array", "depth_array", "rgbd_tuple"]}
 
     def __init__(self, spec: RobotSpec, xml_path: str):
         self.spec = spec
-        self.task = VelocityTrackingTask(spec)
+        # without the foot terms (this anchor senses no feet): it does less per step than the twin, not more
+        self.task = VelocityTrackingTask(spec, load_task(spec).without_foot_terms())
         obs_space = gym.spaces.Box(-np.inf, np.inf, (self.task.obs_dim,), np.float32)
         super().__init__(xml_path, spec.decimation, observation_space=obs_space, width=64, height=64)
         n = spec.num_actions
