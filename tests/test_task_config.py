@@ -48,12 +48,10 @@ def test_each_robot_has_its_task_yaml_and_it_is_read():
     assert q == dataclasses.replace(default_task(quad), terminations=q.terminations, rewards=q.rewards)
     assert r.rewards == default_task(rover).rewards
     assert {k: t.weight for k, t in q.rewards.items() if k.startswith("feet_")} == {
-        "feet_clearance": -2.0,
-        "feet_height": -0.2,
+        "feet_air_time": 1.0,
         "feet_slip": -0.1,
-        "feet_air_time": 0.1,
     }
-    assert q.rewards["pose"].params["joint_weights"] == (1.0, 1.0, 0.1) * 4 and q.feet.contact_force_n == 1.0
+    assert q.rewards["feet_air_time"].params == {"threshold": 0.2} and q.feet.contact_force_n == 1.0
 
 
 def test_robot_does_not_import_the_tasks():
