@@ -96,7 +96,7 @@ def main() -> None:
             f"{r['trot_index'] or 0:>6.2f} {r['mean_air_time_s'] or 0:>6.2f} {r['foot_slip_m_s'] or 0:>6.3f}"
         )
     reached = [r["seconds_to_threshold"] for r in runs if r["seconds_to_threshold"] is not None]
-    print(f"threshold: {yaml.safe_dump({**GAIT}, default_flow_style=True).strip()} plus config/ppo/quadruped.yaml's")
+    print(f"threshold: {GAIT} plus config/ppo/quadruped.yaml's")
     print(f"target: <= 12 min of training on 2 cores; anchor: {ANCHOR}")
     print(f"load average (1 min) before / after: {load[0]:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(

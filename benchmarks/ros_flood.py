@@ -77,11 +77,11 @@ class Probe:
 
     def __init__(self, joint_names: list[str]):
         import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
         from nav_msgs.msg import Odometry
         from sensor_msgs.msg import Imu, JointState
         from std_msgs.msg import String
 
+        from benchmarks.ros_loop_latency import policy_diagnostics
         from ros_nodes import qos
 
         self.rclpy = rclpy
@@ -95,15 +95,7 @@ class Probe:
             self.node.create_publisher(type(m), t, qos.SENSOR)
             for m, t in ((self.imu, "/imu/data"), (self.odom, "/odom"), (self.js, "/joint_states"))
         ]
-        self.diagnostics: dict[str, str] = {}
-        self.node.create_subscription(
-            DiagnosticArray,
-            "/diagnostics",
-            lambda m: self.diagnostics.update(
-                {kv.key: kv.value for s in m.status if s.name == "policy_node" for kv in s.values}
-            ),
-            10,
-        )
+        self.diagnostics = policy_diagnostics(self.node)
         self.plans: list[dict] = []
         self.node.create_subscription(
             String, "/instruction_node/plan", lambda m: self.plans.append(json.loads(m.data)), qos.LATCHED

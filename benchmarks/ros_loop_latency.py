@@ -64,6 +64,20 @@ def echo_node(inputs: str) -> None:
         pass
 
 
+def policy_diagnostics(node) -> dict[str, str]:
+    """policy_node's latest /diagnostics key-values (ticks, deadline_misses, ...), kept up to date by `node`."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    values: dict[str, str] = {}
+    node.create_subscription(
+        DiagnosticArray,
+        "/diagnostics",
+        lambda m: values.update({kv.key: kv.value for s in m.status if s.name == "policy_node" for kv in s.values}),
+        10,
+    )
+    return values
+
+
 def start(args: list[str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -94,17 +108,7 @@ class Probe:
         self.pub_echo = self.node.create_publisher(JointState, "/echo_in", qos)
         self.arrivals: list[float] = []
         self.instant = 0
-        self.diagnostics: dict[str, str] = {}
-        from diagnostic_msgs.msg import DiagnosticArray
-
-        self.node.create_subscription(
-            DiagnosticArray,
-            "/diagnostics",
-            lambda m: self.diagnostics.update(
-                {kv.key: kv.value for s in m.status if s.name == "policy_node" for kv in s.values}
-            ),
-            10,
-        )
+        self.diagnostics = policy_diagnostics(self.node)
         for topic in ("/joint_commands", "/echo_out"):
             self.node.create_subscription(
                 Float64MultiArray, topic, lambda m: self.arrivals.append(time.perf_counter()), 10
@@ -189,6 +193,7 @@ def main() -> None:
             "stale_periods:=100",
             "-p",
             "allow_unvalidated:=true",
+            "-p",
             "allow_unsigned:=true",
         ]
 

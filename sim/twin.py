@@ -209,19 +209,18 @@ class BatchedTwin(gym.vector.VectorEnv):
 
     def terrain_height(self, state: dict[str, np.ndarray]) -> np.ndarray | None:
         """[N] the terrain's height under each base; None without terrain (the robot's own floor, z = 0)."""
-        if self.terrain is None:
-            return None
-        c = self.curriculum
-        return self.terrain.height_at(c.levels, c.types, state["base_pos"][:, :2])
+        ground = self.foot_ground(state["base_pos"][:, None])
+        return None if ground is None else ground[:, 0]
 
-    def foot_ground(self, foot_pos: np.ndarray) -> np.ndarray | None:
-        """[N, F] the terrain's height under each foot (foot_pos [N, F, 3]); None without terrain."""
+    def foot_ground(self, points: np.ndarray) -> np.ndarray | None:
+        """[N, K] the terrain's height under each env's K points (points [N, K, >= 2]: its feet, or its base);
+        None without terrain."""
         if self.terrain is None:
             return None
-        n, f = foot_pos.shape[:2]
+        n, k = points.shape[:2]
         c = self.curriculum
-        xy = foot_pos[..., :2].reshape(-1, 2)
-        return self.terrain.height_at(np.repeat(c.levels, f), np.repeat(c.types, f), xy).reshape(n, f)
+        xy = points[..., :2].reshape(-1, 2)
+        return self.terrain.height_at(np.repeat(c.levels, k), np.repeat(c.types, k), xy).reshape(n, k)
 
     def base_height(self, state: dict[str, np.ndarray]) -> np.ndarray:
         """[N] each base's height above the ground under it (what base_too_low and the fall KPIs measure)."""

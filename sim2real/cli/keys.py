@@ -18,6 +18,19 @@ EXAMPLES = """examples:
 """
 
 
+def add_trust_arguments(p: argparse.ArgumentParser, subject: str, allow_unsigned: bool = True) -> None:
+    """--trusted-keys (the public keys `subject`) and, with `allow_unsigned`, the development switch beside it."""
+    p.add_argument(
+        "--trusted-keys", nargs="*", default=[], help=f"public keys (files or directories of *.pub) {subject}"
+    )
+    if allow_unsigned:
+        p.add_argument(
+            "--allow-unsigned",
+            action="store_true",
+            help="accept an unsigned or unverifiable artifact (development only; WARN)",
+        )
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from edge.signing import DEFAULT_KEY
 

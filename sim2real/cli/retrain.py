@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sim2real.cli.keys import add_trust_arguments
+
 HELP = "Retrain from field logs: drift check, system id of the twin, fine-tune, re-validate, promote."
 EXAMPLES = """examples:
   sim2real retrain --logs field_logs/ --artifact policy/                 # one shot
@@ -44,11 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exit-when-idle", type=float, metavar="S", help="watch: stop after S seconds with nothing new")
     p.add_argument("--json", metavar="FILE", help="write the result(s) as JSON")
     p.add_argument("--sign-key", metavar="KEY", help="sign a promoted artifact with this ed25519 key (sim2real keys)")
-    p.add_argument(
-        "--trusted-keys",
-        nargs="*",
-        default=[],
-        help="public keys the deployed (signed) artifact must verify against (default: the --sign-key's public half)",
+    add_trust_arguments(
+        p,
+        "the deployed (signed) artifact must verify against (default: the --sign-key's public half)",
+        allow_unsigned=False,
     )
 
 

@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 
+from sim2real.cli.keys import add_trust_arguments
 from sim2real.sil import DEFAULT_COMMANDS, SETTLE_S
 
 HELP = "Run policy_node against a twin over ROS 2 (software in the loop) and report tracking KPIs."
@@ -48,13 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0], help="policy backend (default %(default)s)")
     p.add_argument("--real-time", action="store_true", help="wall-clock pace instead of lockstep")
     p.add_argument("--allow-unvalidated", action="store_true", help="run an artifact no campaign has passed")
-    p.add_argument(
-        "--trusted-keys",
-        nargs="*",
-        default=[],
-        help="public keys (files or directories of *.pub) the artifact's signature must verify against",
-    )
-    p.add_argument("--allow-unsigned", action="store_true", help="run an unsigned artifact (development only; WARN)")
+    add_trust_arguments(p, "the artifact's signature must verify against")
     p.add_argument("--json", default="", help="write the KPI summary to this file")
     p.add_argument(
         "--robot-python",

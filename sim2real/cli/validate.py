@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sim2real.cli.keys import add_trust_arguments
 from sim2real.errors import UserError
 
 HELP = "Validate a policy artifact with a scenario campaign in the digital twin (gates, report, promotion)."
@@ -40,15 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sign-key", default="", help="sign a passing verdict with this ed25519 key (sim2real keys init): promotion"
     )
-    p.add_argument(
-        "--trusted-keys",
-        nargs="*",
-        default=[],
-        help="public keys (files or directories of *.pub) a promoted (signed) artifact must verify against; given, "
-        "every artifact must (default: the --sign-key's public half)",
-    )
-    p.add_argument(
-        "--allow-unsigned", action="store_true", help="re-validate an unverifiable artifact (development only; WARN)"
+    add_trust_arguments(
+        p,
+        "a promoted (signed) artifact must verify against; given, an approved one must be signed "
+        "(default: the --sign-key's public half)",
     )
 
 
