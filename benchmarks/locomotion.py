@@ -1,5 +1,5 @@
 """Time to a walking quadruped that trots: PPO on the project's quadruped (config/ppo/quadruped.yaml and its task
-config/tasks/velocity_quadruped.yaml, with MuJoCo Playground's gait terms) until its evaluation passes the
+config/tasks/velocity_quadruped.yaml, legged_gym's terms with feet air time and slip) until its evaluation passes the
 tracking threshold of config/ppo/quadruped.yaml and the gait one: diagonal pairs in phase for at least 70% of the
 stance time (trot index), a mean air time of at least 0.2 s, foot slip at most 0.1 m/s (sim.gait; the evaluation
 of training.ppo.evaluate scores them).
@@ -9,9 +9,14 @@ The anchor is published, not measured beside it (it needs a GPU): legged_gym's A
 4 minutes on one GPU, and MuJoCo Playground's Go1 joystick trains in minutes on one (../shared/anchors.md). The
 target here: at most 12 minutes of training on 2 cores, with the spread over 3 seeds.
 
-    python -m benchmarks.locomotion [--quick] [--terrain] [--minutes 12] [--seeds 0 1 2]
+    python -m benchmarks.locomotion [--quick] [--terrain] [--minutes 12] [--seeds 0 1 2] [--keep DIR]
+    python -m benchmarks.locomotion --quick --mjcf go1-class --minutes 15
 
 --quick: one seed. --terrain: the same on a rough-terrain curriculum (rough ground and slopes, 10 levels).
+--keep DIR: keep each seed's run directory under DIR, with its exported policy artifact (for sim_to_sim).
+--mjcf XML: a robot from its own MJCF instead, brought by `sim2real robot init` and trained on the default
+legged task (sim.tasks.default_task) with config/ppo/quadruped.yaml's PPO settings; `go1-class` is
+benchmarks/go1_class.py's Go1-class quadruped (target: the same threshold in at most 15 minutes).
 """
 
 from __future__ import annotations
@@ -41,11 +46,25 @@ def rough_task(out_dir: Path) -> Path:
     return path
 
 
-def train_seed(seed: int, minutes: float, run_root: Path, task: Path | None) -> dict:
-    from training.ppo.config import PPOConfig
+def own_robot(mjcf: str, out_dir: Path) -> Path:
+    """The robot YAML `sim2real robot init` writes for `mjcf` (go1-class: benchmarks/go1_class.py's) in out_dir."""
+    from benchmarks.go1_class import go1_class_mjcf
+    from sim.robot_init import init_robot
+
+    xml = go1_class_mjcf(out_dir / "go1_class.xml") if mjcf == "go1-class" else Path(mjcf)
+    yaml_path, draft = init_robot(xml, out_dir / f"{xml.stem}.yaml", force=True)
+    print(f"robot init {xml.name}: " + "; ".join(draft.notes))
+    return yaml_path
+
+
+def train_seed(
+    seed: int, minutes: float, run_root: Path, task: Path | None, export: bool, robot: Path | None = None
+) -> dict:
+    from training.ppo.config import PPO_CONFIG_DIR, PPOConfig
     from training.ppo.runner import PPORunner
 
-    base = PPOConfig.for_robot("quadruped")
+    # a robot of its own takes the quadruped's PPO settings and threshold, and its own (default) task
+    base = PPOConfig.from_yaml(PPO_CONFIG_DIR / "quadruped.yaml", robot=str(robot) if robot else "quadruped")
     cfg = base.replace(
         seed=seed,
         threshold={**base.threshold, **GAIT},
@@ -59,6 +78,10 @@ def train_seed(seed: int, minutes: float, run_root: Path, task: Path | None) -> 
     t0 = time.perf_counter()
     summary = runner.learn()
     runner.close()
+    if export:
+        from training.ppo.export_hook import export_run
+
+        export_run(run_root / f"seed{seed}")
     final, reached = summary["final_eval"] or {}, summary["threshold"]
     return {
         "seed": seed,
@@ -82,12 +105,19 @@ def main() -> None:
     parser.add_argument("--terrain", action="store_true", help="a rough-terrain curriculum instead of flat ground")
     parser.add_argument("--minutes", type=float, default=12.0, help="training time cap per seed (default 12)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--keep", type=Path, help="keep the run directories (and export the policies) under DIR")
+    parser.add_argument("--mjcf", help="a robot's own MJCF (or go1-class) instead of the project's quadruped")
     args = parser.parse_args()
+    if args.terrain and args.mjcf:
+        parser.error("--terrain runs the project's quadruped task; give a robot of your own a task YAML for terrain")
     seeds = args.seeds[:1] if args.quick else args.seeds
     load = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        task = rough_task(Path(tmp)) if args.terrain else None
-        runs = [train_seed(s, args.minutes, Path(tmp), task) for s in seeds]
+        root = args.keep or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        task = rough_task(root) if args.terrain else None
+        robot = own_robot(args.mjcf, root) if args.mjcf else None
+        runs = [train_seed(s, args.minutes, root, task, args.keep is not None, robot) for s in seeds]
     print(f"{'seed':>4} {'to threshold':>13} {'iters':>6} {'|vx err|':>9} {'trot':>6} {'air s':>6} {'slip':>6}")
     for r in runs:
         t = f"{r['seconds_to_threshold']:.0f} s" if r["seconds_to_threshold"] is not None else "not reached"
@@ -97,12 +127,13 @@ def main() -> None:
         )
     reached = [r["seconds_to_threshold"] for r in runs if r["seconds_to_threshold"] is not None]
     print(f"threshold: {GAIT} plus config/ppo/quadruped.yaml's")
-    print(f"target: <= 12 min of training on 2 cores; anchor: {ANCHOR}")
+    print(f"target: <= {15 if args.mjcf else 12} min of training on 2 cores; anchor: {ANCHOR}")
     print(f"load average (1 min) before / after: {load[0]:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(
         json.dumps(
             {
                 "bench": "locomotion",
+                "robot": args.mjcf or "quadruped",
                 "terrain": "rough+slopes curriculum" if args.terrain else "flat",
                 "seeds": len(runs),
                 "reached": len(reached),

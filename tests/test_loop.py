@@ -108,3 +108,11 @@ def test_loop_refuses_bad_input_in_one_line(tmp_path):
     (out / "loop.json").write_text(json.dumps({"config": {"robot": "rover", "budget": "quick"}, "stages": {}}))
     other = subprocess.run(_loop(out), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=60)
     assert other.returncode == 2 and "budget='quick'" in other.stderr and "Traceback" not in other.stderr
+
+
+def test_each_robot_meets_its_own_field_twin():
+    from sim2real.loop.config import LoopConfig
+
+    assert Path(LoopConfig(robot="quadruped", out="-").field_twin).name == "field_twin_quadruped.yaml"
+    assert Path(LoopConfig(robot="rover", out="-").field_twin).name == "field_twin.yaml"  # the rover's, the default
+    assert LoopConfig(robot="quadruped", out="-", field_twin="mine.yaml").field_twin == "mine.yaml"

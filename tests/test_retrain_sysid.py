@@ -17,41 +17,57 @@ PLANTED = {"payload_kg": 3.0, "latency_s": 0.02}  # the field robot: heavier and
 SCRIPT = [(1.0, 0.8, 0.0), (1.0, 0.0, 1.2), (1.0, -0.5, 0.0), (1.0, 0.4, -1.0)]
 
 
-@pytest.fixture(scope="module")
-def field_log():
-    """What the field robot (the planted parameters) logs while the hand-written controller drives it: the state
-    it starts from and passes through, joint targets and base velocities, as read from an MCAP log."""
-    spec = load_robot("rover")
+def record(twin: BatchedTwin, drive) -> FieldLog:
+    """What the field robot logs while `drive` (yielding one action per control step, after setting commands)
+    moves it: the state it starts from and passes through, joint targets and base velocities, as an MCAP log
+    reads."""
+    spec, rows = twin.spec, []
+    offset = np.asarray(spec.default_pose) if spec.control_mode == "position" else 0.0
+    for action in drive:
+        twin.step(action)
+        s = twin.backend.state()
+        lin, ang = twin.task.base_velocities(s)
+        rows.append(
+            (
+                twin.commands[0].copy(),
+                lin[0],
+                ang[0],
+                projected_gravity(s["base_quat"])[0],
+                s["base_pos"][0, 2],
+                s["joint_pos"][0],
+                s["joint_vel"][0],
+                offset + spec.action_scale * action[0],  # the joint targets /joint_commands carries
+                s["base_quat"][0],
+            )
+        )
+    cmd, lin, ang, grav, z, jp, jv, targets, quat = (np.array(c) for c in zip(*rows, strict=True))
+    return FieldLog(None, np.arange(len(rows)) * spec.control_dt, cmd, lin, ang, grav, z, jp, jv, targets, [], quat)
+
+
+def field_twin(robot: str, planted: dict) -> BatchedTwin:
+    spec = load_robot(robot)
     twin = BatchedTwin(
         spec, num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False), resample_commands=False
     )
     twin.reset()  # a random yaw and small random velocities
-    twin.set_params(fixed_params(PLANTED, spec.sim_dt))
+    twin.set_params(fixed_params(planted, spec.sim_dt))
+    return twin
+
+
+@pytest.fixture(scope="module")
+def field_log():
+    """The rover, heavier and laggier than its twin, driven by the hand-written controller."""
+    twin = field_twin("rover", PLANTED)
     controller = DiffDriveController(twin)
-    rows = []
-    for seconds, vx, wz in SCRIPT:
-        twin.set_commands(np.array([vx, 0.0, wz]))
-        for _ in range(int(round(seconds / spec.control_dt))):
-            action = controller()
-            twin.step(action)
-            s = twin.backend.state()
-            lin, ang = twin.task.base_velocities(s)
-            rows.append(
-                (
-                    twin.commands[0].copy(),
-                    lin[0],
-                    ang[0],
-                    projected_gravity(s["base_quat"])[0],
-                    s["base_pos"][0, 2],
-                    s["joint_pos"][0],
-                    s["joint_vel"][0],
-                    spec.action_scale * action[0],
-                    s["base_quat"][0],
-                )
-            )
-    cmd, lin, ang, grav, z, jp, jv, targets, quat = (np.array(c) for c in zip(*rows, strict=True))
-    log = FieldLog(None, np.arange(len(rows)) * spec.control_dt, cmd, lin, ang, grav, z, jp, jv, targets, [], quat)
-    return spec, log, log_windows([log], 0.1, 12)
+
+    def drive():
+        for seconds, vx, wz in SCRIPT:
+            twin.set_commands(np.array([vx, 0.0, wz]))
+            for _ in range(int(round(seconds / twin.spec.control_dt))):
+                yield controller()
+
+    log = record(twin, drive())
+    return twin.spec, log, log_windows([log], 0.1, 12)
 
 
 def test_replay_with_the_true_parameters_reproduces_the_log(field_log):
@@ -64,6 +80,9 @@ def test_replay_with_the_true_parameters_reproduces_the_log(field_log):
     ]
     true_error, nominal_error = replay_errors(spec, windows, [PLANTED, {}])
     assert true_error < 1e-12 < nominal_error
+    # the joints replay too: the wheels' positions add to the error of the wrong twin only
+    with_joints = replay_errors(spec, windows, [PLANTED, {}], joint_pos_weight=1.0)
+    assert with_joints[0] < 1e-12 and with_joints[1] > nominal_error
 
 
 def test_identification_recovers_planted_parameters(field_log):
@@ -82,3 +101,27 @@ def test_unknown_parameter_and_missing_commands_are_named(field_log):
         identify(spec, [dataclasses.replace(windows[0], targets=np.full_like(windows[0].targets, np.nan))])
     with pytest.raises(ValueError, match="joint_commands"):
         identify(spec, [])
+
+
+def test_a_quadrupeds_gains_and_delay_are_identified_from_its_joints():
+    """The quadruped steps in place (open-loop targets, diagonal pairs in antiphase) on drives at 80% of their kp
+    with 20 ms more delay: the joint positions pin both."""
+    planted = {"kp_scale": 0.8, "latency_s": 0.02}
+    twin = field_twin("quadruped", planted)
+    spec = twin.spec
+    phase = np.array([0.0, 0.0, 0.0, np.pi, np.pi, np.pi, np.pi, np.pi, np.pi, 0.0, 0.0, 0.0])  # FR+RL, FL+RR
+    swing = np.tile([0.0, 0.6, -1.0], 4)  # thigh and calf
+
+    def drive():
+        for k in range(150):
+            t = k * spec.control_dt
+            yield (swing * np.maximum(np.sin(2 * np.pi * 2.0 * t + phase), 0.0) / spec.action_scale * 0.5)[None]
+
+    log = record(twin, drive())
+    assert log.base_height.min() > 0.2  # it stayed up: the replays start from standing states
+    windows = log_windows([log], 0.1, 12)
+    cfg = SysIdConfig(params=("kp_scale", "latency_s"), population=8, generations=12, joint_pos_weight=1.0)
+    result = identify(spec, windows, cfg)
+    assert result.values["kp_scale"] == pytest.approx(0.8, rel=0.05)
+    assert result.values["latency_s"] == pytest.approx(0.02, abs=1e-9)
+    assert result.error_after < 0.1 * result.error_before

@@ -48,10 +48,17 @@ def test_each_robot_has_its_task_yaml_and_it_is_read():
     assert q == dataclasses.replace(default_task(quad), terminations=q.terminations, rewards=q.rewards)
     assert r.rewards == default_task(rover).rewards
     assert {k: t.weight for k, t in q.rewards.items() if k.startswith("feet_")} == {
-        "feet_air_time": 1.0,
+        "feet_air_time": 2.0,
         "feet_slip": -0.1,
     }
-    assert q.rewards["feet_air_time"].params == {"threshold": 0.2} and q.feet.contact_force_n == 1.0
+    assert q.rewards["feet_air_time"].params == {"threshold": 0.25} and q.feet.contact_force_n == 1.0
+
+
+def test_the_default_task_of_a_robot_with_feet_has_the_gait_terms(quadruped):
+    # what a robot brought by `sim2real robot init` learns without a task YAML of its own
+    legged, wheeled = default_task(quadruped), default_task(load_robot("rover"))
+    assert legged.foot_terms == ["feet_air_time", "feet_slip"] and wheeled.foot_terms == []
+    assert legged.without_foot_terms().rewards == wheeled.rewards
 
 
 def test_robot_does_not_import_the_tasks():

@@ -111,8 +111,17 @@ def _fall_param(cfg: VelocityTaskConfig, func: TermFunc, key: str, absent: float
 
 def default_task(robot: RobotSpec) -> VelocityTaskConfig:
     """legged_gym's flat-terrain base-velocity task: observations by control mode (edge.observation.DEFAULT_TERMS),
-    commands over the robot's whole command envelope."""
+    commands over the robot's whole command envelope; a robot with feet also gets the gait terms that made the
+    quadruped trot (config/tasks/velocity_quadruped.yaml): long steps pay, sliding feet cost."""
     r = REWARDS
+    gait = (
+        {
+            "feet_air_time": RewardTerm(r["feet_air_time"], 2.0, {"threshold": 0.25}),
+            "feet_slip": RewardTerm(r["feet_slip"], -0.1),
+        }
+        if robot.feet
+        else {}
+    )
     return VelocityTaskConfig(
         observations={name: ObservationTerm(OBSERVATIONS[name]) for name in DEFAULT_TERMS[robot.control_mode]},
         rewards={
@@ -125,6 +134,7 @@ def default_task(robot: RobotSpec) -> VelocityTaskConfig:
             "joint_acc": RewardTerm(r["joint_acc"], -2.5e-7),
             "action_rate": RewardTerm(r["action_rate"], -0.01),
             "termination": RewardTerm(r["termination"], -5.0),  # -5 * control_dt per fall
+            **gait,
         },
         terminations={
             "base_too_low": TerminationTerm(TERMINATIONS["base_too_low"], {"min_base_height": 0.1}),

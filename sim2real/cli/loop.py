@@ -47,7 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out", help="run directory (default: resume the newest unfinished runs/loop-*, else a new one)")
     p.add_argument("--fresh", action="store_true", help="start a new run directory even if one can be resumed")
-    p.add_argument("--field-twin", default=defaults.field_twin, help="YAML of the field twin's hidden parameters")
+    p.add_argument(
+        "--field-twin",
+        default="",
+        help="YAML of the field twin's hidden parameters (default config/retrain/field_twin_<robot>.yaml if there is "
+        "one, else field_twin.yaml)",
+    )
     p.add_argument("--instructions", default=defaults.instructions, help="instruction script for instruction_node")
     p.add_argument(
         "--rlhf-engine",
@@ -69,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.table import Table
 
-    from sim2real.loop.config import LoopConfig
+    from sim2real.loop.config import LoopConfig, field_twin_for
     from sim2real.loop.runner import REPORT_FILE, latest_unfinished, run_loop
     from sim2real.loop.stages import FAIL, STAGE_NAMES
 
@@ -78,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
             os.environ.setdefault(key, value)
     if not os.environ.get("SIM2REAL_DEBUG"):  # PYTHONWARNINGS reaches only the processes started from here
         warnings.filterwarnings("ignore", category=FutureWarning)
-    for path, what in ((args.field_twin, "--field-twin"), (args.instructions, "--instructions")):
+    field_twin = args.field_twin or str(field_twin_for(args.robot))
+    for path, what in ((field_twin, "--field-twin"), (args.instructions, "--instructions")):
         if not Path(path).is_file():
             raise UserError(f"{what}: no such file {path}")
     out = args.out or (
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         robot=args.robot,
         budget=args.budget,
         out=str(out or ""),
-        field_twin=args.field_twin,
+        field_twin=field_twin,
         instructions=args.instructions,
         rlhf_engine=args.rlhf_engine,
         seed=args.seed,

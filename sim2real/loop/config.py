@@ -25,6 +25,7 @@ CONFIG_DIR = config_path()
 def _budget(
     name: str,
     ppo: dict,
+    legged: dict,
     campaign: str,
     rlhf: str,
     accuracy_floor: float,
@@ -34,15 +35,16 @@ def _budget(
     expected_s: dict[str, float],
 ) -> Budget:
     """A loop budget from its knobs: `ppo` PPOConfig overrides ({}: the robot's config/ppo values; max_seconds caps
-    training, the threshold usually stops it first), the campaign (config/campaigns/<name>.yaml), the RLHF and
-    retraining pipelines' budgets, the held-out intent accuracy the deployed instruction model must reach for the
-    instruction stage to pass, the simulated seconds of the operator's driving script per deployment (the drift
-    evidence) and of the instruction session in the first deployment. `expected_s`: seconds each stage takes on
-    2 cores, for the ETA shown before a stage starts."""
+    training, the threshold usually stops it first), with `legged` the overrides for a robot with feet (a gait
+    takes longer to learn than wheels; the train stage picks by the robot), the campaign
+    (config/campaigns/<name>.yaml), the RLHF and retraining pipelines' budgets, the held-out intent accuracy the
+    deployed instruction model must reach for the instruction stage to pass, the simulated seconds of the
+    operator's driving script per deployment (the drift evidence) and of the instruction session in the first
+    deployment. `expected_s`: seconds each stage takes on 2 cores, for the ETA shown before a stage starts."""
     return Budget(
         name,
         {
-            "train": ppo,
+            "train": {"wheeled": ppo, "legged": legged},
             # robots with feet are also run on the terrain campaign: reported with its own verdict, not a gate of
             # promotion (the quick budget trains on flat ground)
             "validate": {"campaign": campaign, "terrain_campaign": "terrain"},
@@ -59,6 +61,7 @@ BUDGETS = {
     "minimal": _budget(
         "minimal",
         {"iterations": 60, "max_seconds": 150.0},
+        legged={"iterations": 60, "max_seconds": 150.0},
         campaign="quick",
         rlhf="minimal",
         accuracy_floor=0.0,  # a few hundred SFT steps: the figures only show that every stage ran
@@ -79,6 +82,7 @@ BUDGETS = {
     "quick": _budget(
         "quick",
         {"iterations": 150, "max_seconds": 300.0},
+        legged={"iterations": 400, "max_seconds": 480.0},
         campaign="quick",
         rlhf="quick",
         accuracy_floor=0.8,
@@ -99,6 +103,7 @@ BUDGETS = {
     "full": _budget(
         "full",
         {},
+        legged={},
         campaign="full",
         rlhf="full",
         accuracy_floor=0.95,
@@ -119,12 +124,21 @@ BUDGETS = {
 }
 
 
+def field_twin_for(robot: str) -> Path:
+    """The robot's own field twin (config/retrain/field_twin_<robot>.yaml, by name or a robot YAML's stem) when it
+    has one, else the rover's config/retrain/field_twin.yaml."""
+    own = CONFIG_DIR / "retrain" / f"field_twin_{Path(robot).stem}.yaml"
+    return own if own.is_file() else CONFIG_DIR / "retrain" / "field_twin.yaml"
+
+
 @dataclass
 class LoopConfig:
     robot: str = setting("rover", "robot name or a robot YAML path")
     budget: str = setting("quick", "size of every stage", choices=BUDGETS)
     out: str = setting("", "run directory; '' makes runs/loop-<timestamp>")
-    field_twin: str = setting(str(CONFIG_DIR / "retrain" / "field_twin.yaml"), "the hidden-parameter 'real robot'")
+    field_twin: str = setting(
+        "", "the hidden-parameter 'real robot'; '' picks config/retrain/field_twin_<robot>.yaml, else field_twin.yaml"
+    )
     duty: str = setting(str(CONFIG_DIR / "sil" / "default_commands.yaml"), "the operator's cmd_vel driving script")
     instructions: str = setting(str(CONFIG_DIR / "sil" / "instructions.yaml"), "script fed to instruction_node")
     # stage 1 trains on the nominal twin, so the first deployment meets a field it was not trained for and the
@@ -139,6 +153,7 @@ class LoopConfig:
 
     def __post_init__(self) -> None:
         check_values(type(self), asdict(self), name="loop config", error=UserError)
+        self.field_twin = self.field_twin or str(field_twin_for(self.robot))
         if not self.out:
             stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
             self.out = str(Path("runs") / f"loop-{stamp}")

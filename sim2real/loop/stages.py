@@ -35,13 +35,15 @@ def data(ctx: StageContext, stage: str) -> dict:
 
 # ---------------------------------------------------------------------------------------------------- 1 train
 def train(ctx: StageContext) -> StageResult:
+    from sim.robot import load_robot
     from training.ppo import PPOConfig
     from training.ppo import train as ppo_train
     from training.ppo.checkpoint import latest_checkpoint
 
+    legged = bool(load_robot(ctx.config.robot).feet)
     cfg = PPOConfig.for_robot(
         ctx.config.robot,
-        **ctx.settings,  # the budget's iterations and time cap
+        **ctx.settings["legged" if legged else "wheeled"],  # the budget's iterations and time cap
         run_root=str(ctx.out / "train"),
         stop_at_threshold=True,
         seed=ctx.config.seed,

@@ -92,7 +92,10 @@ class PPOConfig:
     device: str = setting("cpu", "cuda: the policy on the GPU, nccl between workers", choices=DEVICES)
     nthread: int | None = setting(None, "physics threads per worker; none: the CPUs the worker owns", ge=0)
     # more only pays for big networks: idle torch threads spin and slow the physics threads
-    torch_threads: int = setting(1, "torch threads per worker", ge=1)
+    torch_threads: int = setting(1, "torch threads per worker while it collects", ge=1)
+    update_threads: int | None = setting(
+        None, "torch threads for the PPO update, when the physics threads are idle; none: as many as those", ge=1
+    )
     export: bool = setting(True, "export the policy artifact at the end when training.export is available")
 
     def __post_init__(self) -> None:

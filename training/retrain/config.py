@@ -58,6 +58,9 @@ class SysIdEntry:
     bounds: dict[str, tuple[float, float]] = setting(
         {}, "search box [low, high] per parameter", choices=FIELD_KEYS, noun="twin parameter"
     )
+    joint_pos_weight: float = setting(
+        0.0, "weight of the joint-position error (rad^2) beside the base-velocity error ((m/s)^2)", ge=0
+    )
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ class RetrainConfig:
         return SysIdConfig(
             params=entry.params,
             bounds=dict(entry.bounds),
+            joint_pos_weight=entry.joint_pos_weight,
             population=budget.sysid.population,
             generations=budget.sysid.generations,
             runs=budget.sysid.runs,

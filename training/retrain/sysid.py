@@ -1,6 +1,8 @@
 """System identification: fit the twin's physical parameters to field logs by replaying the logged joint targets
-open loop from the logged initial states and matching the logged base velocities. CMA-ES (the `cma` package)
-proposes parameter sets; each generation is evaluated as one batched twin, one env per (candidate, window).
+open loop from the logged initial states and matching the logged base velocities and, weighted by
+`joint_pos_weight`, joint positions (a legged robot's joints show its actuators' gains and delay, and its load,
+before its base velocities tell candidates apart). CMA-ES (the `cma` package) proposes parameter sets; each
+generation is evaluated as one batched twin, one env per (candidate, window).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class SysIdConfig:
     generations: int = 15
     runs: int = 1  # independent CMA-ES runs (seeds seed+1, seed+2, ...) evaluated together; the best wins
     seed: int = 0
+    joint_pos_weight: float = 0.0  # weight of the joint-position error (rad^2) beside the base-velocity one
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.params) - set(FIELD_KEYS))
@@ -69,6 +72,7 @@ class Window:
     earlier_targets: np.ndarray  # (k, n), most recent first; empty: the robot was at rest
     start_quat: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0, 0.0]))  # w, x, y, z
     start_height: float | None = None  # base height; None: the robot's nominal one
+    joint_pos: np.ndarray | None = None  # (T, n) the joint positions the targets produced; None: not matched
 
 
 @dataclass
@@ -140,18 +144,31 @@ def _window(log: FieldLog, a: int, length: int) -> Window:
         before,
         quat / np.linalg.norm(quat),
         height,
+        log.joint_pos[span],
     )
 
 
-def replay_errors(spec: RobotSpec, windows: list[Window], candidates: list[dict[str, float]]) -> np.ndarray:
-    """Mean squared base-velocity error (vx, vy, wz) of each candidate, averaged over the windows (equal lengths)."""
-    velocities = replay(spec, windows, candidates)  # (T, candidates, windows, 3)
+def replay_errors(
+    spec: RobotSpec, windows: list[Window], candidates: list[dict[str, float]], joint_pos_weight: float = 0.0
+) -> np.ndarray:
+    """Mean squared base-velocity error (vx, vy, wz) of each candidate, averaged over the windows (equal lengths),
+    plus joint_pos_weight times the mean squared joint-position error summed over the joints."""
+    velocities, joints = replay(spec, windows, candidates, joints=True)  # (T, candidates, windows, 3 | n)
     logged = np.stack([np.concatenate([w.lin_vel[:, :2], w.ang_vel[:, 2:]], 1) for w in windows], 1)
-    return ((velocities - logged[:, None]) ** 2).sum(-1).mean(0).mean(-1)
+    error = ((velocities - logged[:, None]) ** 2).sum(-1).mean(0).mean(-1)
+    if joint_pos_weight:
+        if any(w.joint_pos is None for w in windows):
+            raise ValueError("joint_pos_weight needs the logged joint positions of every replay window")
+        logged_joints = np.stack([w.joint_pos for w in windows], 1)
+        error = error + joint_pos_weight * ((joints - logged_joints[:, None]) ** 2).sum(-1).mean(0).mean(-1)
+    return error
 
 
-def replay(spec: RobotSpec, windows: list[Window], candidates: list[dict[str, float]]) -> np.ndarray:
-    """The base velocities (vx, vy, wz) of each candidate replaying each window: [T, candidates, windows, 3]."""
+def replay(
+    spec: RobotSpec, windows: list[Window], candidates: list[dict[str, float]], joints: bool = False
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """The base velocities (vx, vy, wz) of each candidate replaying each window: [T, candidates, windows, 3];
+    joints=True: and the joint positions, [T, candidates, windows, n]."""
     steps = {len(w.targets) for w in windows}
     if len(steps) != 1:
         raise ValueError(f"replay windows must have one length, got {sorted(steps)}")
@@ -188,13 +205,16 @@ def replay(spec: RobotSpec, windows: list[Window], candidates: list[dict[str, fl
     twin.load_state_dict(state)
     twin.max_episode_steps = T + 1
     targets = np.tile(np.stack([w.targets for w in windows], 1), (1, nc, 1))  # (T, n, actions)
-    out = np.zeros((T, n, 3))
+    out, joint_pos = np.zeros((T, n, 3)), np.zeros((T, n, spec.num_actions))
     for t in range(T):
         twin.step(twin.actions_from_targets(targets[t]))
-        lin, ang = twin.task.base_velocities(twin.backend.state())
+        state = twin.backend.state()
+        lin, ang = twin.task.base_velocities(state)
         out[t, :, :2], out[t, :, 2] = lin[:, :2], ang[:, 2]
+        joint_pos[t] = state["joint_pos"]
     twin.close()
-    return out.reshape(T, nc, nw, 3)
+    velocities = out.reshape(T, nc, nw, 3)
+    return (velocities, joint_pos.reshape(T, nc, nw, -1)) if joints else velocities
 
 
 def identify(spec: RobotSpec, windows: list[Window], cfg: SysIdConfig | None = None, progress=None) -> SysIdResult:
@@ -238,7 +258,7 @@ def identify(spec: RobotSpec, windows: list[Window], cfg: SysIdConfig | None = N
     history = []
     for g in range(cfg.generations):
         asked = [es.ask() for es in runs]
-        errors = replay_errors(spec, windows, [decode(x) for xs in asked for x in xs])
+        errors = replay_errors(spec, windows, [decode(x) for xs in asked for x in xs], cfg.joint_pos_weight)
         for k, (es, xs) in enumerate(zip(runs, asked, strict=True)):
             es.tell(xs, errors[k * cfg.population : (k + 1) * cfg.population].tolist())
         history.append(min(float(es.result.fbest) for es in runs))
@@ -246,7 +266,7 @@ def identify(spec: RobotSpec, windows: list[Window], cfg: SysIdConfig | None = N
             progress(g + 1, cfg.generations, history[-1])
     es = min(runs, key=lambda e: e.result.fbest)
     best = decode(es.result.xbest)
-    before, after = replay_errors(spec, windows, [{}, best])
+    before, after = replay_errors(spec, windows, [{}, best], cfg.joint_pos_weight)
     if after >= before:  # nothing fits better than the twin as it was
         best, after = decode(x0), before
     return SysIdResult(best, float(before), float(after), history, sum(len(w.targets) for w in windows))

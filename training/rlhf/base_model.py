@@ -17,7 +17,9 @@ Cache: $SIM2REAL_CACHE/bases/<name>, default ~/.cache/sim2real/bases/<name>.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -114,8 +116,11 @@ def _convert(name: str, source: Path, source_sha: str, out: Path) -> Path:
     os.environ["HF_HUB_OFFLINE"] = "1"  # everything is local: never ask the hub
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-        quantised = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
+        # transformers' GGUF reader draws a tqdm bar of its own on stderr, past its logging switches: the console
+        # is the caller's, and the conversion is one step of theirs
+        with contextlib.redirect_stderr(io.StringIO()):
+            tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+            quantised = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
         config = quantised.config
         del config.quantization_config  # save_pretrained refuses a GGUF-quantised model
         model = LlamaForCausalLM(config)
