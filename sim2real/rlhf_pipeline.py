@@ -74,6 +74,7 @@ def load_budgets(path: Path = BUDGETS_FILE) -> dict[str, Budget]:
 class RLHFRun:
     robot: str  # whose command limits the plans respect and whose twin the simulated operator drives
     engine: str  # what generates the RL samples: vllm or transformers
+    policy: str | None = None  # the policy artifact that executes plans in the twin (None: the wheel controller)
 
 
 def run_pipeline(
@@ -83,6 +84,7 @@ def run_pipeline(
     engine: str = "vllm",
     progress: Progress | None = None,
     overrides: dict[str, dict] | None = None,
+    policy: str | None = None,
 ) -> dict:
     """Run (or resume) every stage into `out_dir`; returns a JSON-able summary:
     {model_dir (RL's output), sft_dir, reward_dir, deployed ("rlhf" or "sft": the gate's decision), deployed_dir,
@@ -92,19 +94,20 @@ def run_pipeline(
     validation {set, n, intent_accuracy, intent_accuracy_sft}, json_valid_rate, win_rate_rm, win_rate_operator,
     stages: {name: seconds}} (stage seconds as measured when the stage ran). `progress` gets the pipeline's fraction
     done and a note such as "sft: step 120". `overrides`: per stage, settings on top of the budget's (e.g.
-    {"rl": {"advantage": "dr_grpo"}})."""
+    {"rl": {"advantage": "dr_grpo"}}). `policy`: the robot's policy artifact that executes the plans in its twin, for
+    a robot without the hand-written wheel controller (training.rlhf.execution)."""
     if budget not in BUDGETS:
         raise UserError(f"unknown RLHF budget {budget!r}: choose one of {', '.join(BUDGETS)}")
     if engine not in ENGINES:
         raise UserError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     out = Path(out_dir)
-    record = {"robot": robot, "budget": budget, "engine": engine}
+    record = {"robot": robot, "budget": budget, "engine": engine, "policy": policy}
     chosen = BUDGETS[budget]
     if overrides:
         settings = {k: {**v, **overrides.get(k, {})} for k, v in chosen.settings.items()}
         chosen = dataclasses.replace(chosen, settings={**overrides, **settings})
     with library_logs(out / LOG_FILE):  # the libraries' lines go to the run's log file, not the console
-        run = PIPELINE.open(out, record).execute(RLHFRun(robot, engine), chosen, progress)
+        run = PIPELINE.open(out, record).execute(RLHFRun(robot, engine, policy), chosen, progress)
     e = run.results["eval"]
     rlhf = e["deployed"] == "rlhf"
     return {
@@ -147,6 +150,7 @@ def _prefs(ctx: StageContext) -> dict:
         db=str(ctx.work / "prefs.sqlite"),
         model=str(ctx.stage_dir("sft")),
         robot=ctx.config.robot,
+        policy=ctx.config.policy,
     )
     return collect_pairs(config, on_pair=lambda n: ctx.progress(n / config.pairs, f"{n} pairs"))
 
@@ -177,6 +181,7 @@ def _rl(ctx: StageContext) -> dict:
         model=str(ctx.stage_dir("sft")),
         reward_model=str(ctx.stage_dir("reward")),
         robot=ctx.config.robot,
+        policy=ctx.config.policy,
         engine=engine,
         ray_engines=0,
     )
@@ -194,7 +199,9 @@ def _rl(ctx: StageContext) -> dict:
 
 def _eval(ctx: StageContext) -> dict:
     ctx.progress(0.0, "held-out set and validation split")
-    result = _evaluate(ctx.stage_dir("rl"), ctx.stage_dir("sft"), ctx.stage_dir("reward"), ctx.config.robot)
+    result = _evaluate(
+        ctx.stage_dir("rl"), ctx.stage_dir("sft"), ctx.stage_dir("reward"), ctx.config.robot, ctx.config.policy
+    )
     v = result["validation"]
     if result["deployed"] == "sft":
         print(
@@ -233,7 +240,7 @@ def _config(cls, stage: str, overrides: dict | None, **fixed):
     return load_config(cls, RLHF_CONFIG_DIR / f"{stage}.yaml", **{**(overrides or {}), **fixed})
 
 
-def _evaluate(model: Path, sft: Path, reward: Path, robot: str) -> dict:
+def _evaluate(model: Path, sft: Path, reward: Path, robot: str, policy: str | None = None) -> dict:
     """RLHF and SFT models on the held-out set (greedy, constrained as deployed), win rates of RLHF over SFT, and
     the gate: both on RL's validation split, RLHF deployed when it scores at least SFT's accuracy there."""
     from training.rlhf.evaluate import evaluate, load_eval_set, operator_win_rate, reward_model_win_rate, summarize
@@ -265,5 +272,5 @@ def _evaluate(model: Path, sft: Path, reward: Path, robot: str) -> dict:
         "json_valid_rate_unconstrained": free["json_valid_rate"],
         "intent_accuracy_unconstrained": free["intent_accuracy"],
         "win_rate_rm": reward_model_win_rate(ours, base, reward),
-        "win_rate_operator": operator_win_rate(ours, base, robot),
+        "win_rate_operator": operator_win_rate(ours, base, robot, policy),
     }

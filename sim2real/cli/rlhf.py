@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "SFT from the SmolLM2 base)",
     )
     s.add_argument("--robot", default="rover")
+    s.add_argument("--policy", help="the robot's policy artifact, which executes plans in its twin (legged robots)")
     s.add_argument("--engine", choices=ENGINES, default=RLConfig.engine, help="RL sample generator")
 
     stages = {
@@ -66,6 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--rater", default="operator", help="name stored with each preference")
     s.add_argument("--model", help="model directory: the rater may type an instruction and rate two sampled plans")
     s.add_argument("--robot", default="rover", help="robot whose twin executes typed instructions' plans")
+    s.add_argument("--policy", help="the robot's policy artifact, which executes plans in its twin (legged robots)")
 
     s = sub.add_parser("eval", help="intent accuracy, JSON validity and win rates on an eval set")
     s.add_argument("--model", required=True, help="model directory to evaluate")
@@ -136,6 +138,7 @@ def _pipeline(args: argparse.Namespace) -> int:
             robot=args.robot,
             budget=args.budget,
             engine=args.engine,
+            policy=args.policy,
             progress=lambda fraction, note: progress.update(task, completed=fraction, info=note),
         )
     print(json.dumps(result))
@@ -178,7 +181,14 @@ def _serve(args: argparse.Namespace) -> int:
     from training.rlhf.pref_page import serve
 
     serve(
-        args.db, host=args.host, port=args.port, token=args.token, rater=args.rater, model=args.model, robot=args.robot
+        args.db,
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        rater=args.rater,
+        model=args.model,
+        robot=args.robot,
+        policy=args.policy,
     )
     return 0
 

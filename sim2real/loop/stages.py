@@ -202,14 +202,20 @@ def _campaign_result(outcome) -> StageResult:
 
 # ---------------------------------------------------------------------------------------------- 4 instruction
 def instruction(ctx: StageContext) -> StageResult:
+    from sim.robot import load_robot
     from sim2real.rlhf_pipeline import run_pipeline
+    from training.rlhf.execution import wheel_controlled
 
+    # the simulated operator judges plans by what the robot does with them: a robot without the hand-written
+    # wheel controller executes them through the policy this loop exported
+    policy = None if wheel_controlled(load_robot(ctx.config.robot)) else data(ctx, "export")["artifact"]
     r = run_pipeline(
         ctx.out / "instruction",
         robot=ctx.config.robot,
         budget=ctx.settings["budget"],
         engine=ctx.config.rlhf_engine,
         progress=ctx.progress,
+        policy=policy,
     )
     from edge.signing import sign_artifact
 

@@ -29,6 +29,10 @@ FINETUNES = ("full", "lora")  # every weight trained, or low-rank adapters (peft
 # how the model reads the instruction's numbers: auto is slots for the scratch model (its tokenizer has one token
 # per slot) and plain for a pretrained base (docs/rlhf.md has the token counts behind this choice)
 NUMBER_FORMATS = ("auto", "slots", "plain")
+POLICY_HELP = (
+    "policy artifact of the robot that executes the plans in its twin (needed where the robot has no hand-written "
+    "wheel controller: a legged robot); none: the wheel controller"
+)
 DEVICE_HELP = "where the tensors live: auto (cuda when torch sees a GPU), cpu or cuda"
 
 
@@ -74,6 +78,7 @@ class PrefsConfig:
     db: str = setting("runs/rlhf/prefs.sqlite", "SQLite preference store")
     model: str = setting("runs/rlhf/sft", "model whose sampled plans are compared")
     robot: str = setting("rover", "robot whose twin executes the plans")
+    policy: str | None = setting(None, POLICY_HELP)
     pairs: int = setting(600, "candidate pairs to create (0: none, e.g. with --import)", ge=0)
     candidates: int = setting(
         4, "plans sampled per instruction; every two distinct ones make a pair (InstructGPT's K)", ge=2
@@ -115,6 +120,7 @@ class RLConfig:
     model: str = setting("runs/rlhf/sft", "SFT model: initial policy and KL reference")
     reward_model: str = setting("runs/rlhf/reward", "reward model directory")
     robot: str = setting("rover", "robot whose twin executes the sampled plans")
+    policy: str | None = setting(None, POLICY_HELP)
     engine: str = setting("vllm", "what generates the samples", choices=ENGINES)
     ray_engines: int = setting(0, "vLLM engines as Ray actors, one GPU each (0: in process)", ge=0)
     iterations: int = setting(40, "RL iterations", ge=1)

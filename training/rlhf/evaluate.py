@@ -137,14 +137,16 @@ def scored_outputs(results: Sequence[ItemResult]) -> list[str]:
     return [r.planned.output or format_plan(r.planned.plan) for r in results]
 
 
-def operator_win_rate(results: Sequence[ItemResult], base: Sequence[ItemResult], robot: str = "rover") -> float:
+def operator_win_rate(
+    results: Sequence[ItemResult], base: Sequence[ItemResult], robot: str = "rover", policy: str | None = None
+) -> float:
     """Win rate of `results` over `base` (same items) by the simulated operator: the plan whose trajectory executed
-    in the twin better meets the item's intent wins."""
+    in the twin (through `policy`, or the wheel controller) better meets the item's intent wins."""
     from training.rlhf.execution import TwinExecutor
     from training.rlhf.operator import score_execution
 
     both = [*results, *base]
-    runs = TwinExecutor(robot).execute([r.planned.plan for r in both])
+    runs = TwinExecutor(robot, policy=policy).execute([r.planned.plan for r in both])
     scores = [score_execution(e, r.item.expect, r.item.steps) for e, r in zip(runs, both, strict=True)]
     return win_rate(scores[: len(results)], scores[len(results) :], tie=0.02)
 

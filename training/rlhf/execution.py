@@ -1,9 +1,11 @@
 """Plans executed in the digital twin: the ground truth of the simulated operator, the preference page's plots and
 the RL reward's sim-grounded term.
 
-Each plan drives one env of a nominal (unrandomised) BatchedTwin through sim.controllers' hand-written executor,
-segment by segment, then `settle_s` at zero command so the robot's lag is not counted as a miss (a first-order
-lag delays the motion but keeps its integral). Plans run in batches sorted by duration so short plans do not wait
+Each plan drives one env of a nominal (unrandomised) BatchedTwin, segment by segment, through sim.controllers'
+hand-written wheel executor, or through a trained policy artifact for a robot without one (a legged robot: the
+loop passes the policy it exported, so plans are judged by what that robot does with them), then `settle_s` at
+zero command so the robot's lag is not counted as a miss (a first-order lag delays the motion but keeps its
+integral). Plans run in batches sorted by duration so short plans do not wait
 for long ones, and results are cached by plan, so repeated samples cost nothing.
 """
 
@@ -28,15 +30,41 @@ class Execution:
     steps: list[dict[str, float]] = dataclasses.field(default_factory=list)
 
 
+def wheel_controlled(spec) -> bool:
+    """Whether sim.controllers' hand-written wheel executor can drive the robot (a two-wheel differential drive);
+    any other robot executes plans through a trained policy."""
+    return spec.control_mode == "velocity" and spec.num_actions == 2
+
+
 class TwinExecutor:
-    def __init__(self, robot: str = "rover", settle_s: float = 0.5, max_envs: int = 64, seed: int = 0):
+    def __init__(
+        self,
+        robot: str = "rover",
+        settle_s: float = 0.5,
+        max_envs: int = 64,
+        seed: int = 0,
+        policy: str | None = None,
+    ):
+        """policy: a policy artifact directory for `robot` that executes the plans (ONNX Runtime, safety filter
+        on, as on the robot); None: the hand-written wheel controller (a differential-drive robot)."""
         from sim.robot import load_robot
 
         spec = load_robot(robot)
-        if spec.control_mode != "velocity" or spec.num_actions != 2:
+        self.policy = None
+        if policy:
+            from edge.errors import EdgeError
+            from edge.runtime import load_policy
+            from sim.campaign.rollout import check_compatible
+
+            try:
+                self.policy = load_policy(policy, backend="onnxruntime")  # refuses a tampered artifact
+                check_compatible(self.policy.manifest, spec)
+            except EdgeError as e:
+                raise TrainingError(f"plan execution policy {policy}: {e}") from None
+        elif not wheel_controlled(spec):
             raise TrainingError(
-                f"plans run on the twin through the hand-written wheel controller; {spec.name} has none "
-                "(a differential-drive robot such as the rover is needed until a trained policy exists)"
+                f"plans run on the twin through the hand-written wheel controller, and {spec.name} has none: "
+                "give a trained policy artifact of it to execute them (--policy; the loop passes its own)"
             )
         self.spec = spec
         self.settle_s, self.max_envs, self.seed = settle_s, max_envs, seed
@@ -77,7 +105,11 @@ class TwinExecutor:
                 state["joint_pos"],
                 np.zeros_like(state["joint_vel"]),
             )
-            controller = DiffDriveController(twin)
+            if self.policy is None:
+                controller = DiffDriveController(twin)
+            else:
+                self.policy.reset()
+                controller = lambda: self.policy.act(twin.observations)  # noqa: E731 - the command is in them
             width = max(len(p) for p in plans) + 1  # one zero segment after every plan
             cmds = np.zeros((n, width, 3))
             ends = np.full((n, width), np.inf)

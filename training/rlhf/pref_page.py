@@ -116,15 +116,17 @@ def serve(
     rater: str = "operator",
     model: str | None = None,
     robot: str = "rover",
+    policy: str | None = None,
 ) -> None:
-    """`model`: a model directory that samples plans for instructions the rater types (None: no typing)."""
+    """`model`: a model directory that samples plans for instructions the rater types (None: no typing), executed
+    in the robot's twin through `policy` (a policy artifact; None: the wheel controller)."""
     import uvicorn
 
     sampler = None
     if model:
         from training.rlhf.prefs import PairSampler
 
-        sampler = PairSampler(model, robot)
+        sampler = PairSampler(model, robot, policy=policy)
     token = token or secrets.token_urlsafe(18)
     if host not in LOOPBACK:
         print(

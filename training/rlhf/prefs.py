@@ -41,7 +41,7 @@ def collect_pairs(
     limits = limits_for(config.robot)
     model, tokenizer = load_model(config.model)
     planner = InstructionPlanner(HFGenerator(model, tokenizer), limits)
-    executor = TwinExecutor(config.robot)
+    executor = TwinExecutor(config.robot, policy=config.policy)
     operator = SimulatedOperator(
         executor, noise=config.operator_noise, skip_below=config.operator_skip_below, seed=config.seed
     )
@@ -97,9 +97,17 @@ class PairSampler:
     """One pair for an instruction a rater types on the preference page: `candidates` plans sampled from the model,
     the first two distinct ones executed in the twin and stored (no intent: only people rate it)."""
 
-    def __init__(self, model: str, robot: str = "rover", candidates: int = 4, temperature: float = 1.0):
+    def __init__(
+        self,
+        model: str,
+        robot: str = "rover",
+        candidates: int = 4,
+        temperature: float = 1.0,
+        policy: str | None = None,
+    ):
         self.planner = InstructionPlanner(HFGenerator(*load_model(model)), limits_for(robot))
-        self.executor, self.candidates, self.temperature = TwinExecutor(robot), candidates, temperature
+        self.executor, self.candidates = TwinExecutor(robot, policy=policy), candidates
+        self.temperature = temperature
         self._lock = threading.Lock()  # the page serves requests from a thread pool; one generate at a time
         self._calls = 0
 

@@ -63,7 +63,7 @@ class RLTrainer:
         self.reference.requires_grad_(False)
         self.scorer = RewardScorer.load(config.reward_model, device=config.device)
         self.limits = limits_for(config.robot)
-        self.executor = TwinExecutor(config.robot)
+        self.executor = TwinExecutor(config.robot, policy=config.policy)
         self.corpus = CorpusGenerator(config.pool, self.limits, seed=config.seed)
         self.optim = torch.optim.AdamW(self.policy.parameters(), lr=config.learning_rate, weight_decay=0.0)
         self.sync_dir = Path(tempfile.mkdtemp(prefix="rlhf-weights-", dir=config.sync_dir))
