@@ -32,6 +32,7 @@ QUIET_LIBRARIES = {
     "TQDM_DISABLE": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "PYTHONWARNINGS": "ignore::FutureWarning",
+    "TORCH_CPP_LOG_LEVEL": "ERROR",  # torch's C++ warnings (vLLM's CPU worker: "NUMA binding: ...") skip logging
 }
 
 

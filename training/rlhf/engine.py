@@ -63,6 +63,9 @@ class VLLMEngine:
             dtype="auto" if cuda else "float32",
             enforce_eager=not cuda,
             gpu_memory_utilization=gpu_memory_utilization or (0.5 if cuda else 0.3),
+            # its weight loader draws a tqdm bar on stderr at every reload (each RL step's sync), passing
+            # disable=False past TQDM_DISABLE: the console belongs to the caller
+            use_tqdm_on_load=False,
             **cpu_args,
         )
         torch.set_num_threads = set_num_threads  # vLLM's CPU worker stubs it out for the whole process
