@@ -27,7 +27,15 @@ stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from edge.config import add_flags
     from sim2real.rlhf_pipeline import BUDGETS
-    from training.rlhf.config import ENGINES, INSTRUCTION_BACKENDS, PrefsConfig, RewardConfig, RLConfig, SFTConfig
+    from training.rlhf.config import (
+        ENGINES,
+        INSTRUCTION_BACKENDS,
+        POLICY_HELP,
+        PrefsConfig,
+        RewardConfig,
+        RLConfig,
+        SFTConfig,
+    )
 
     sub = p.add_subparsers(dest="stage", metavar="STAGE", required=True)
     s = sub.add_parser("pipeline", help="every stage in order into one directory; a re-run resumes")
@@ -40,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "SFT from the SmolLM2 base)",
     )
     s.add_argument("--robot", default="rover")
-    s.add_argument("--policy", help="the robot's policy artifact, which executes plans in its twin (legged robots)")
+    s.add_argument("--policy", help=POLICY_HELP)
     s.add_argument("--engine", choices=ENGINES, default=RLConfig.engine, help="RL sample generator")
 
     stages = {
@@ -67,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--rater", default="operator", help="name stored with each preference")
     s.add_argument("--model", help="model directory: the rater may type an instruction and rate two sampled plans")
     s.add_argument("--robot", default="rover", help="robot whose twin executes typed instructions' plans")
-    s.add_argument("--policy", help="the robot's policy artifact, which executes plans in its twin (legged robots)")
+    s.add_argument("--policy", help=POLICY_HELP)
 
     s = sub.add_parser("eval", help="intent accuracy, JSON validity and win rates on an eval set")
     s.add_argument("--model", required=True, help="model directory to evaluate")
