@@ -401,6 +401,16 @@ def test_eval_set_format(tmp_path):
     assert math.isclose(sum(1 for _ in open(HELDOUT)), len(items))
 
 
+def test_heldout_multi_step_lines_judge_each_step():
+    # their totals alone pass a plan that drives before it turns; their steps (training.rlhf.intent) do not
+    items = {i.instruction: i for i in load_eval_set(HELDOUT)}
+    assert sum(i.steps is not None for i in items.values()) >= 11
+    item = items["turn right 90 degrees, afterwards go forward 2 m"]
+    right = (Segment(0, 0, -1.0, math.pi / 2), Segment(0.5, 0, 0, 4))
+    assert plan_passes(right, item.expect, item.steps)
+    assert plan_passes(right[::-1], item.expect) and not plan_passes(right[::-1], item.expect, item.steps)
+
+
 @pytest.mark.parametrize(
     "text,clean",
     [
