@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import tempfile
 import time
@@ -99,6 +100,13 @@ def _median(values: list) -> float | None:
     return float(np.median(values)) if values else None
 
 
+def _median_time(seconds: list[float | None]) -> float | None:
+    """The median time over every seed, a seed that never reached the threshold counting as infinitely slow;
+    None when that median is not reached (a median over only the seeds that reached it would flatter the run)."""
+    median = float(np.median([math.inf if s is None else s for s in seconds]))
+    return median if math.isfinite(median) else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one seed")
@@ -137,7 +145,7 @@ def main() -> None:
                 "terrain": "rough+slopes curriculum" if args.terrain else "flat",
                 "seeds": len(runs),
                 "reached": len(reached),
-                "seconds_to_threshold": _median([r["seconds_to_threshold"] for r in runs]),
+                "seconds_to_threshold": _median_time([r["seconds_to_threshold"] for r in runs]),
                 "seconds_to_threshold_spread": [min(reached), max(reached)] if reached else None,
                 "trot_index": _median([r["trot_index"] for r in runs]),
                 "mean_air_time_s": _median([r["mean_air_time_s"] for r in runs]),

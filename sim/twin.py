@@ -144,7 +144,7 @@ class BatchedTwin(gym.vector.VectorEnv):
         terms = self.task.reward_terms(
             state, self.commands, actions, self.last_actions, torques, joint_vel_before, terminated, self.feet, ground
         )
-        rewards = np.sum(list(terms.values()), axis=0)
+        rewards = self.task.cfg.total_reward(terms)
         for k, v in terms.items():
             self.episode_terms.setdefault(k, np.zeros(n))[:] += v
         self.episode_return += rewards

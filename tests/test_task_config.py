@@ -73,7 +73,8 @@ def test_weights_params_and_dropped_terms_change_what_the_twin_reports(tmp_path,
         "  lin_vel_z: {weight: -4.0}\n"
         "  tracking_lin_vel: {params: {sigma: 0.5}}\n"
         "  torques: null\n"
-        "  termination: {weight: 0.0}\n",
+        "  termination: {weight: 0.0}\n"
+        "only_positive_rewards: false\n",  # the reward is then the plain sum of the terms
     )
     task = load_task(quadruped, path)
     assert task.rewards["tracking_lin_vel"].weight == 1.0 and task.rewards["tracking_lin_vel"].params == {"sigma": 0.5}
@@ -91,6 +92,31 @@ def test_weights_params_and_dropped_terms_change_what_the_twin_reports(tmp_path,
     np.testing.assert_allclose(terms["lin_vel_z"], 2.0 * base["lin_vel_z"])
     assert not np.allclose(terms["tracking_lin_vel"], base["tracking_lin_vel"])
     np.testing.assert_allclose(rew, np.sum(list(terms.values()), axis=0), atol=1e-6)
+
+
+def test_only_positive_rewards_clips_the_total_at_zero_and_a_fall_still_costs(tmp_path, quadruped):
+    task = load_task(quadruped)  # legged_gym's clip: the default task's for a robot with feet
+    assert task.only_positive_rewards and not load_task(load_robot("rover")).only_positive_rewards
+    terms = {
+        "tracking_lin_vel": np.array([0.02, 0.02, 0.0]),
+        "lin_vel_z": np.array([-0.05, -0.01, -0.05]),
+        "termination": np.array([0.0, 0.0, -0.1]),
+    }
+    np.testing.assert_allclose(task.total_reward(terms), [0.0, 0.01, -0.1])  # the fall is added after the clip
+    plain = load_task(quadruped, write(tmp_path, "only_positive_rewards: false\n"))
+    np.testing.assert_allclose(plain.total_reward(terms), [-0.03, 0.01, -0.15])
+
+    twin = BatchedTwin(quadruped, num_envs=16, seed=3, randomization=NOMINAL)
+    twin.reset()
+    rng = np.random.default_rng(0)
+    clipped = 0
+    for _ in range(30):  # flailing: penalties outweigh tracking on many steps
+        _, rew, _, _, info = twin.step(rng.uniform(-3, 3, (16, 12)))
+        t = info["reward_terms"]
+        fall = t["termination"]
+        np.testing.assert_allclose(rew, np.maximum(np.sum(list(t.values()), axis=0) - fall, 0) + fall, atol=1e-6)
+        clipped += int(np.sum(np.sum(list(t.values()), axis=0) - fall < 0))
+    assert clipped > 0  # the clip was exercised
 
 
 def test_a_term_written_in_python_is_rewarded(quadruped):
@@ -152,6 +178,7 @@ def test_resampling_follows_the_task_period(tmp_path, quadruped):
         ("randomization: {friction: high}", r"randomization: friction must be a finite \[low, high\]"),
         ("reset: {yaw: 1.0}", r"reset: unknown key\(s\) yaw"),
         ("episode_length_s: 0", r"episode_length_s must be > 0"),
+        ("only_positive_rewards: 1", r"task.yaml: only_positive_rewards must be true or false, got 1"),
         ("feet: {contact_force_n: 0}", r"task.yaml: feet: contact_force_n must be a positive number, got 0.0"),
         ("feet: {threshold: 1}", r"task.yaml: feet: unknown"),
         ("rewards: {pose: {weight: 1, params: {joint_weights: [1, 2]}}}", r"joint_weights: 2 values for robot .* 12"),

@@ -25,6 +25,7 @@ from sim.robot import CommandLimits, RobotSpec
 from sim.tasks.terms import FOOT_TERMS, OBSERVATIONS, REWARDS, TERMINATIONS
 from sim.terrain import TerrainConfig
 
+TERMINATION = REWARDS["termination"]
 TermFunc = Callable[..., np.ndarray]  # func(ctx: TermContext, **params)
 
 
@@ -75,6 +76,10 @@ class VelocityTaskConfig:
     terminations: dict[str, TerminationTerm]  # an env terminates when any term is True
     commands: VelocityCommand = field(default_factory=VelocityCommand)
     episode_length_s: float = 20.0  # then the episode is truncated
+    # legged_gym's only_positive_rewards: a step's negative total becomes 0, and the termination term is added
+    # after that clip so a fall still costs. Early on the penalties of a stumbling gait outweigh its tracking, and
+    # without the clip standing still is the policy's best answer (Playground clips at 0 as well).
+    only_positive_rewards: bool = False
     reset: ResetConfig = field(default_factory=ResetConfig)
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     feet: FeetConfig = field(default_factory=FeetConfig)
@@ -103,6 +108,14 @@ class VelocityTaskConfig:
     def max_tilt_rad(self) -> float:
         """tilted's max_tilt_rad; pi (no tilt terminates) without that term."""
         return _fall_param(self, TERMINATIONS["tilted"], "max_tilt_rad", math.pi)
+
+    def total_reward(self, terms: dict[str, np.ndarray]) -> np.ndarray:
+        """A step's reward from its weighted terms (VelocityTrackingTask.reward_terms), clipped as configured."""
+        total = np.sum(list(terms.values()), axis=0)
+        if not self.only_positive_rewards:
+            return total
+        fall = sum(terms[name] for name, t in self.rewards.items() if t.func is TERMINATION and name in terms)
+        return np.maximum(total - fall, 0.0) + fall
 
 
 def _fall_param(cfg: VelocityTaskConfig, func: TermFunc, key: str, absent: float) -> float:
@@ -136,6 +149,7 @@ def default_task(robot: RobotSpec) -> VelocityTaskConfig:
             "termination": RewardTerm(r["termination"], -5.0),  # -5 * control_dt per fall
             **gait,
         },
+        only_positive_rewards=bool(robot.feet),
         terminations={
             "base_too_low": TerminationTerm(TERMINATIONS["base_too_low"], {"min_base_height": 0.1}),
             "tilted": TerminationTerm(TERMINATIONS["tilted"], {"max_tilt_rad": 1.0}),

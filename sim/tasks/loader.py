@@ -3,8 +3,9 @@ key checked, every error a SimError naming the file and the field.
 
 A section that is absent keeps the default. `rewards` and `terminations` are edited term by term: a listed term
 replaces the default's weight and merges its params, `name: null` drops a term, a new name adds one from the
-registry (sim.tasks.terms). `observations` is the whole ordered list. `commands`, `reset`, `randomization` and
-`feet` set the fields they name. `terrain` is a sim.terrain.TerrainConfig (edge.config checks its fields).
+registry (sim.tasks.terms). `observations` is the whole ordered list; `only_positive_rewards` is true or false.
+`commands`, `reset`, `randomization` and `feet` set the fields they name. `terrain` is a sim.terrain.TerrainConfig
+(edge.config checks its fields).
 
 The generic part (a mapping onto a dataclass's fields, by the type of each default) is `_fields`: the place to
 swap in the project's typed-dataclass loader once there is one.
@@ -42,6 +43,7 @@ SECTIONS = (
     "terminations",
     "commands",
     "episode_length_s",
+    "only_positive_rewards",
     "reset",
     "randomization",
     "feet",
@@ -81,6 +83,10 @@ def load_task(robot: RobotSpec, path: str | Path | None = None) -> VelocityTaskC
         changes["commands"] = _commands(raw["commands"], cfg, robot, src)
     if "episode_length_s" in raw:
         changes["episode_length_s"] = _number(raw["episode_length_s"], f"{src}: episode_length_s")
+    if "only_positive_rewards" in raw:
+        if not isinstance(raw["only_positive_rewards"], bool):
+            raise SimError(f"{src}: only_positive_rewards must be true or false, got {raw['only_positive_rewards']!r}")
+        changes["only_positive_rewards"] = raw["only_positive_rewards"]
     if "reset" in raw:
         changes["reset"] = _fields(cfg.reset, _mapping(raw["reset"], src, "reset"), src, "reset")
     if "randomization" in raw:
