@@ -33,7 +33,8 @@ def test_shapes_and_spaces(robot):
     assert obs.shape == (8, twin.task.obs_dim) and rew.shape == (8,) and term.shape == trunc.shape == (8,)
     assert set(info["reward_terms"]) >= {"tracking_lin_vel", "tracking_ang_vel", "action_rate"}
     assert all(v.shape == (8,) for v in info["reward_terms"].values())
-    assert np.allclose(rew, np.sum(list(info["reward_terms"].values()), axis=0), atol=1e-6)
+    # the sum of the terms, clipped at 0 before the fall term for a robot with feet (only_positive_rewards)
+    assert np.allclose(rew, twin.task.cfg.total_reward(info["reward_terms"]), atol=1e-6)
     twin.close()
 
 
@@ -101,10 +102,11 @@ PINNED = {
 
 
 def test_rewards_observations_and_commands_match_the_pinned_values(robot):
-    # pinned with legged_gym's rewards (default_task without its gait terms), which the quadruped's task YAML held
-    # before it had them
+    # pinned with legged_gym's rewards (default_task without its gait terms and reward clip), which the quadruped's
+    # task YAML held before it had them
     spec = load_robot(robot)
-    task = dataclasses.replace(load_task(spec), rewards=default_task(spec).without_foot_terms().rewards)
+    rewards = default_task(spec).without_foot_terms().rewards
+    task = dataclasses.replace(load_task(spec), rewards=rewards, only_positive_rewards=False)
     twin = BatchedTwin(spec, num_envs=2, seed=0, task=task)
     twin.reset()
     rng = np.random.default_rng(0)
