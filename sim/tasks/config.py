@@ -125,7 +125,8 @@ def _fall_param(cfg: VelocityTaskConfig, func: TermFunc, key: str, absent: float
 def default_task(robot: RobotSpec) -> VelocityTaskConfig:
     """legged_gym's flat-terrain base-velocity task: observations by control mode (edge.observation.DEFAULT_TERMS),
     commands over the robot's whole command envelope; a robot with feet also gets the gait terms that made the
-    quadruped trot (config/tasks/velocity_quadruped.yaml): long steps pay, sliding feet cost."""
+    quadruped trot (config/tasks/velocity_quadruped.yaml): long steps pay, sliding feet cost; and legged_gym's
+    only_positive_rewards, without which a legged robot learns to stand before it learns to step."""
     r = REWARDS
     gait = (
         {
