@@ -37,6 +37,7 @@ DEFAULT_TOPICS = [
     "joint_states",
     "imu/data",
     "odom",
+    "foot_forces",
     "cmd_vel",
     "instruction",
     "joint_commands",

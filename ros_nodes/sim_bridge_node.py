@@ -1,5 +1,7 @@
 """sim_bridge_node: plays the robot. Steps one twin and speaks the robot's ROS interface: publishes
-joint_states, imu/data and odom (sensor-data QoS) and applies joint_commands as PD targets.
+joint_states, imu/data and odom (sensor-data QoS), and for a robot with feet foot_forces (each foot's contact force
+in N, in the robot YAML's `feet` order, as a legged robot's foot force sensors report it), and applies
+joint_commands as PD targets.
 
 It stands in for ros2_control too: in real time, when joint_commands stop for longer than `cmd_timeout_s` (the
 cmd_timeout of ros2_control's controllers), it applies the robot's safe mode (`hold`: the default pose at full
@@ -103,6 +105,10 @@ class SimBridge(Node):
         self.pub_joints = self.create_publisher(JointState, "joint_states", qos.SENSOR)
         self.pub_imu = self.create_publisher(Imu, "imu/data", qos.SENSOR)
         self.pub_odom = self.create_publisher(Odometry, "odom", qos.SENSOR)
+        # the twin senses feet only for a robot with feet on a backend that has them (BatchedTwin.feet)
+        self.pub_feet = None
+        if self.twin.feet is not None:
+            self.pub_feet = self.create_publisher(Float64MultiArray, "foot_forces", qos.SENSOR)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.lockstep else None
         self.create_subscription(Float64MultiArray, "joint_commands", self._on_command, qos.COMMAND)
         self.create_subscription(String, "safe_mode", lambda msg: self._set_mode(msg.data, "policy_node"), qos.LATCHED)
@@ -205,6 +211,10 @@ class SimBridge(Node):
         acc = rotate_world_to_base(state["base_quat"], (self._accel_world + [0.0, 0.0, 9.81])[None])[0]
         imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = (float(v) for v in acc)
         self.pub_imu.publish(imu)
+
+        if self.pub_feet is not None:
+            forces = self.twin.backend.feet()["contact_force"][0]
+            self.pub_feet.publish(Float64MultiArray(data=[float(f) for f in forces]))
 
         # /odom last: a logger that aligns each control step on /odom (training.retrain.ingest) then finds the
         # step's /joint_states and /imu/data already written

@@ -21,7 +21,8 @@ that describe a gait (DESCRIPTIVE_KPIS: not gated):
 | foot_slip_m_s | m/s | mean horizontal speed of the feet in contact |
 | cost_of_transport | 1 | energy_j / (m g distance) over the steps with a motion command (sim.gait) |
 
-The gait KPIs need the foot contacts (a robot with feet on a backend that senses them); the field logs carry none.
+The gait KPIs need the foot contacts (a robot with feet on a backend that senses them); field logs give them from
+/foot_forces (training.retrain.ingest): air time, duty factor and trot index, without foot speeds or torques.
 
 Scored steps are the steps before the first fall; the tracking errors also skip the first `settle_s` after the
 start and after every change of the command (the response time a step command needs).

@@ -18,9 +18,11 @@ def write_log(
     lag: float = 0.0,
     dt: float = 0.02,
     chunk_size: int = 2048,
+    foot_forces=None,
 ) -> Path:
     """commands: (seconds, vx, vy, wz) segments. The 'robot' reaches each command with a first-order lag of
-    `lag` seconds' time constant and keeps a steady error proportional to `lag` (a drifted robot is laggier)."""
+    `lag` seconds' time constant and keeps a steady error proportional to `lag` (a drifted robot is laggier).
+    foot_forces: step -> the feet's contact forces (N), logged on /foot_forces before each /odom; None: no feet."""
     store = get_typestore(Stores.ROS2_JAZZY)
     with open(path, "wb") as f:
         writer = Writer(f, chunk_size=chunk_size)
@@ -31,9 +33,10 @@ def write_log(
                 "nav_msgs/msg/Odometry",
                 "sensor_msgs/msg/Imu",
                 "sensor_msgs/msg/JointState",
+                "std_msgs/msg/Float64MultiArray",
             )
         }
-        vel, t_ns = np.zeros(3), 0
+        vel, t_ns, step = np.zeros(3), 0, 0
         alpha = dt / (lag + dt)
         for seconds, vx, vy, wz in commands:
             cmd = np.array([vx, vy, wz])
@@ -69,6 +72,13 @@ def write_log(
                     },
                     log_time=t_ns,
                 )
+                if foot_forces is not None:
+                    writer.write_message(
+                        "/foot_forces",
+                        schemas["std_msgs/msg/Float64MultiArray"],
+                        {"layout": {"dim": [], "data_offset": 0}, "data": [float(f) for f in foot_forces(step)]},
+                        log_time=t_ns,
+                    )
                 writer.write_message(
                     "/odom",
                     schemas["nav_msgs/msg/Odometry"],
@@ -91,6 +101,7 @@ def write_log(
                     log_time=t_ns,
                 )
                 t_ns += int(dt * 1e9)
+                step += 1
         writer.finish()
     return path
 

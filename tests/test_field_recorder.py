@@ -43,6 +43,26 @@ def test_recording_is_finalised_and_readable(tmp_path, stop_signal):
         assert {c.msgtype for c in reader.connections} >= {"sensor_msgs/msg/JointState", "nav_msgs/msg/Odometry"}
 
 
+def test_a_legged_robot_logs_its_foot_forces_and_field_analysis_scores_its_gait(tmp_path):
+    from sim.campaign.rollout import robot_limits
+    from sim.robot import load_robot
+    from training.retrain.drift import ingest_logs
+    from training.retrain.ingest import mcap_files, read_field_log
+
+    out, spec = tmp_path / "logs", load_robot("quadruped")
+    # no joint_commands: after cmd_timeout_s the bridge holds the default pose, so the robot stands on four feet
+    with node_process("ros_nodes.sim_bridge_node", "robot:=quadruped", "safe_mode:=hold"):
+        with node_process("ros_nodes.field_recorder", f"output_dir:={out}") as rec:
+            assert rec.wait_for_output("recording /foot_forces"), rec.output
+            time.sleep(2.0)
+    kpis = ingest_logs(mcap_files(out), spec)["field_kpis"]
+    assert kpis["duty_factor"] > 0.9, kpis  # four feet down: the twin's contacts came through DDS and MCAP
+    assert kpis["trot_index"] == 0.0 and kpis["mean_air_time_s"] == 0.0, kpis
+    forces = read_field_log(mcap_files(out)[0], list(spec.joints), len(spec.feet)).foot_force[-25:]
+    weight = robot_limits(spec).mass_kg * 9.81
+    assert forces.sum(axis=1).mean() == pytest.approx(weight, rel=0.1)  # standing still, the feet carry its weight
+
+
 def test_segments_rotate(tmp_path):
     out = tmp_path / "logs"
     with node_process("ros_nodes.sim_bridge_node", "robot:=rover"):

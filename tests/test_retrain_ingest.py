@@ -94,3 +94,35 @@ def test_a_damaged_schema_is_a_damage_note_not_console_noise(tmp_path, capfd):
     assert log.damage and "bad_schema.mcap" in log.damage[0]
     out, err = capfd.readouterr()
     assert "Error processing" not in err + out and "Error with" not in err + out
+
+
+def trot(step: int) -> list[float]:
+    """A trot at 2.5 Hz: the diagonal pairs (feet 0+3, 1+2) swap every 10 steps (0.2 s); 60 N down, 0 up."""
+    first_pair_down = (step // 10) % 2 == 0
+    return [60.0 if first_pair_down == (foot in (0, 3)) else 0.0 for foot in range(4)]
+
+
+def test_foot_forces_give_the_gait_kpis_of_field_analysis(tmp_path):
+    from training.retrain.drift import field_kpis
+
+    walk = [(4.0, 0.5, 0.0, 0.0)]
+    log = read_field_log(write_log(tmp_path / "trot.mcap", walk, foot_forces=trot), JOINTS, feet=4)
+    assert log.foot_force.shape == (200, 4)
+    kpis, episodes = field_kpis([log], LIMITS)
+    assert episodes == 1
+    assert kpis["trot_index"] == pytest.approx(1.0)
+    assert kpis["duty_factor"] == pytest.approx(0.5, abs=0.01)
+    assert kpis["mean_air_time_s"] == pytest.approx(0.2)  # completed flights of 10 steps at 50 Hz
+    assert "foot_slip_m_s" not in kpis  # foot speeds are not measured on a robot
+
+    stand = read_field_log(write_log(tmp_path / "stand.mcap", walk, foot_forces=lambda _: [60.0] * 4), JOINTS, feet=4)
+    kpis, _ = field_kpis([stand], LIMITS)
+    assert (kpis["duty_factor"], kpis["trot_index"], kpis["mean_air_time_s"]) == (1.0, 0.0, 0.0)
+
+    # a rover log, a reader that expects no feet, or forces of another foot count: no gait KPIs, no error
+    assert (
+        "trot_index"
+        not in field_kpis([read_field_log(write_log(tmp_path / "r.mcap", walk), JOINTS, feet=4)], LIMITS)[0]
+    )
+    assert read_field_log(tmp_path / "trot.mcap", JOINTS).foot_force is None
+    assert read_field_log(tmp_path / "trot.mcap", JOINTS, feet=3).foot_force is None

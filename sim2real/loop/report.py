@@ -14,6 +14,7 @@ from pathlib import Path
 
 from edge.fileio import atomic_write_bytes
 from sim.campaign.report import STYLE, axis_heatmap, html_table, img_tag
+from sim.kpis import GAIT_KPIS
 
 LOOP_STYLE = (
     STYLE
@@ -213,6 +214,7 @@ def _field(stages: dict, out: Path) -> str:
     ax.legend(fontsize=8)
     reasons = "".join(f"<li>{html.escape(r)}</li>" for r in a["reasons"]) or "<li>no drift</li>"
     damage = "".join(f"<li>{html.escape(x)}</li>" for x in a["damage"])
+    gait = _field_gait(a, final)
     closed = "".join(
         f"<li>{html.escape(k)}: {100 * c:.0f}% of the field-vs-campaign gap closed</li>"
         for k, c in (final or {}).get("gap_closed", {}).items()
@@ -226,8 +228,26 @@ def _field(stages: dict, out: Path) -> str:
         + (f"<p>damaged log spans:</p><ul>{damage}</ul>" if damage else "")
         + html_table(["", *keys], [[k, *v] for k, v in series.items()])
         + img_tag(fig, "field vs campaign KPIs")
+        + gait
         + (f"<p>after retraining:</p><ul>{closed}</ul>" if closed else "")
     )
+
+
+def _field_gait(analysed: dict, final: dict | None) -> str:
+    """The gait KPIs of the field logs beside the campaign's: a table, or "" when the logs carry no foot forces."""
+    keys = [k for k in GAIT_KPIS if k in analysed["duty_kpis"]]
+    if not keys:
+        return ""
+    rows = [
+        ["campaign (twin)", *(analysed["baseline_kpis"].get(k, float("nan")) for k in keys)],
+        ["field, operator script", *(analysed["duty_kpis"][k] for k in keys)],
+        ["field, instruction session", *(analysed["instruction_session_kpis"].get(k, float("nan")) for k in keys)],
+    ]
+    if final:
+        rows.append(
+            ["field, operator script, after retraining", *(final["field_kpis"].get(k, float("nan")) for k in keys)]
+        )
+    return "<p>gait (foot contacts from /foot_forces):</p>" + html_table(["", *keys], rows)
 
 
 def _sysid(stages: dict, out: Path) -> str:

@@ -296,9 +296,14 @@ def analyse(ctx: StageContext) -> StageResult:
     session_kpis, _, session_damage, session_files = log_kpis(logs / "instructions", manifest)
     baseline = manifest.campaign_verdict["kpi_means"]
     decision = decide(duty_kpis, episodes, baseline, TriggerPolicy.from_yaml())
+    figure = ("drift: " if decision.retrain else "no drift: ") + decision.summary()
+    if "trot_index" in duty_kpis:  # a legged robot's logs carry its foot forces
+        figure += (
+            f"; field gait: trot index {duty_kpis['trot_index']:.2f}, air time {duty_kpis['mean_air_time_s']:.2f} s"
+        )
     return StageResult(
         WARN if decision.retrain else PASS,
-        ("drift: " if decision.retrain else "no drift: ") + decision.summary(),
+        figure,
         {
             "retrain": decision.retrain,
             "reasons": decision.reasons,

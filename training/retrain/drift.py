@@ -75,7 +75,7 @@ def ingest_logs(files: list[Path], spec) -> dict:
     (the campaign's KPI code) and the episode count. `spec`: the robot (sim.robot.load_robot)."""
     from sim.campaign.rollout import robot_limits
 
-    logs = [read_field_log(f, list(spec.joints)) for f in files]
+    logs = [read_field_log(f, list(spec.joints), len(spec.feet)) for f in files]
     kpis, episodes = field_kpis(logs, robot_limits(spec))
     entries = [
         {

@@ -2,9 +2,10 @@
 
 Records are streamed in file order, so a truncated or corrupt file yields everything before the damage plus a
 note of where it starts, never an exception. Messages are aligned on /odom (one per control step on the twin,
-the robot's state estimate on hardware): each step takes the latest /cmd_vel, /imu/data and /joint_states at or
-before its time (header stamps where a message has one, else the time it was logged), and the joint command that
-produced it (`command_issue_times`).
+the robot's state estimate on hardware): each step takes the latest /cmd_vel, /imu/data, /joint_states and
+/foot_forces at or before its time (header stamps where a message has one, else the time it was logged), and the
+joint command that produced it (`command_issue_times`). /foot_forces (a legged robot's foot force sensors, one
+force in N per foot in the robot YAML's `feet` order) gives the foot contacts, and with them the gait KPIs.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from mcap_ros2.decoder import DecoderFactory
 
 from edge.observation import projected_gravity
 from sim.kpis import Trajectory
+from sim.tasks.config import FeetConfig
 from training.errors import TrainingError
 
-TOPICS = ("/cmd_vel", "/odom", "/imu/data", "/joint_states", "/joint_commands")
+TOPICS = ("/cmd_vel", "/odom", "/imu/data", "/joint_states", "/joint_commands", "/foot_forces")
+CONTACT_FORCE_N = FeetConfig().contact_force_n  # a foot is down above this force, as in the twin's gait KPIs
 
 
 @dataclass
@@ -41,6 +44,7 @@ class FieldLog:
     joint_targets: np.ndarray  # (T, n) the latest /joint_commands (NaN before the first)
     damage: list[str] = field(default_factory=list)  # human-readable notes of unreadable spans
     orientation: np.ndarray | None = None  # (T, 4) w, x, y, z from /imu/data (system id starts replays from it)
+    foot_force: np.ndarray | None = None  # (T, F) N from /foot_forces (NaN before the first); None: none logged
 
     @property
     def dt(self) -> float:
@@ -56,6 +60,7 @@ class FieldLog:
             joint_pos=self.joint_pos[index],
             joint_vel=self.joint_vel[index],
             base_height=self.base_height[index],
+            foot_contact=None if self.foot_force is None else self.foot_force[index] > CONTACT_FORCE_N,
         )
 
     def episodes(self, min_steps: int = 25) -> list[slice]:
@@ -145,8 +150,10 @@ def _latest(times: np.ndarray, values: list, at: np.ndarray, fill: np.ndarray, s
     return table[np.where(idx >= 0, idx + 1, 0)]
 
 
-def _value(topic: str, msg, joint_names: list[str], n: int) -> np.ndarray | None:
+def _value(topic: str, msg, joint_names: list[str], n: int, feet: int) -> np.ndarray | None:
     """The numbers ingest keeps from one message (None: a message of another shape, skipped)."""
+    if topic == "/foot_forces":
+        return np.asarray(msg.data, dtype=np.float64) if feet and len(msg.data) == feet else None
     if topic == "/cmd_vel":
         return np.array([msg.linear.x, msg.linear.y, msg.angular.z])
     if topic == "/imu/data":
@@ -164,8 +171,9 @@ def _value(topic: str, msg, joint_names: list[str], n: int) -> np.ndarray | None
     return np.array([v.x, v.y, v.z, p.z])
 
 
-def read_field_log(path: str | Path, joint_names: list[str]) -> FieldLog:
-    """Align one MCAP file's topics on /odom; joints are reordered by name into `joint_names`."""
+def read_field_log(path: str | Path, joint_names: list[str], feet: int = 0) -> FieldLog:
+    """Align one MCAP file's topics on /odom; joints are reordered by name into `joint_names`; `feet`: the robot's
+    foot count (its /foot_forces messages must have as many values; 0: foot forces are not read)."""
     path = Path(path)
     damage: list[str] = []
     n = len(joint_names)
@@ -173,7 +181,7 @@ def read_field_log(path: str | Path, joint_names: list[str]) -> FieldLog:
     newest_state, newest = -1, []  # per command: the newest /joint_states stamp logged before it
     for topic, log_ns, msg in _read_messages(path, damage):
         try:
-            value = _value(topic, msg, joint_names, n)
+            value = _value(topic, msg, joint_names, n, feet)
             stamp = log_ns if topic == "/joint_commands" else _stamp_ns(msg, log_ns)
         except (AttributeError, TypeError, ValueError, IndexError) as e:  # a damaged schema decodes to other fields
             if not any(d.startswith(f"{path.name}: {topic}") for d in damage):
@@ -209,6 +217,7 @@ def read_field_log(path: str | Path, joint_names: list[str]) -> FieldLog:
     issued = command_issue_times(np.array(seen["/joint_commands"][0], dtype=np.int64), np.array(newest, np.int64))
     targets = _latest(issued, seen["/joint_commands"][1], at, np.full(n, np.nan), strict=True)
     rows = np.array(odom)
+    foot_force = aligned("/foot_forces", np.full(feet, np.nan)) if seen["/foot_forces"][0] else None
     return FieldLog(
         path,
         (at - at[0]) * 1e-9,
@@ -222,4 +231,5 @@ def read_field_log(path: str | Path, joint_names: list[str]) -> FieldLog:
         targets,
         damage,
         imu[:, :4],
+        foot_force,
     )
