@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,9 +32,27 @@ LIBRARY_LOGGERS = (
     "urllib3",
     "py.warnings",  # warnings.warn, through logging.captureWarnings
 )
+# the libraries' progress bars (transformers' shard writer and weight loader, tqdm) and warnings, in this process
+# and the ones it spawns: what their logging cannot switch off
+QUIET_LIBRARIES = {
+    "TQDM_DISABLE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "PYTHONWARNINGS": "ignore::FutureWarning",
+    "TORCH_CPP_LOG_LEVEL": "ERROR",  # torch's C++ warnings (vLLM's CPU worker: "NUMA binding: ...") skip logging
+}
 # modules that attach their own console handler when first imported: imported first, so their handler exists to
 # be replaced (vLLM's is switched off through VLLM_CONFIGURE_LOGGING instead: importing it costs seconds)
 _HANDLERS_AT_IMPORT = ("torch", "transformers.utils.logging", "ray")
+
+
+def quiet_libraries() -> None:
+    """Set QUIET_LIBRARIES (where not set) and ignore FutureWarnings, before the libraries are imported: a command
+    whose own lines and bars say what happens calls it first. SIM2REAL_DEBUG=1 leaves everything as it is."""
+    if os.environ.get("SIM2REAL_DEBUG"):
+        return
+    for key, value in QUIET_LIBRARIES.items():
+        os.environ.setdefault(key, value)
+    warnings.filterwarnings("ignore", category=FutureWarning)  # PYTHONWARNINGS reaches only the processes started
 
 
 @contextmanager

@@ -151,6 +151,7 @@ def _prefs(ctx: StageContext) -> dict:
         model=str(ctx.stage_dir("sft")),
         robot=ctx.config.robot,
         policy=ctx.config.policy,
+        engine=ctx.config.engine,
     )
     return collect_pairs(config, on_pair=lambda n: ctx.progress(n / config.pairs, f"{n} pairs"))
 

@@ -1,6 +1,7 @@
 """The quiet console: `sim2real rlhf pipeline`, run as a user runs it (a subprocess), redoes RL with vLLM, the
 evaluation and the export from a copy of the session's minimal run; what vLLM, transformers and torch log goes to
-the run's libraries.log, and none of it reaches stdout or stderr."""
+the run's libraries.log, and none of it (nor their progress bars) reaches stdout or stderr; the pipeline's own plain
+progress lines do."""
 
 import os
 import re
@@ -42,3 +43,12 @@ def test_library_logging_goes_to_the_run_log_not_the_console(tmp_path):
     assert not leaked, leaked[:5]
     assert "Failed to load weights" not in console and "Traceback" not in console
     assert "Loading safetensors checkpoint shards" not in console  # vLLM's bar at every weight sync
+    for bar in ("Writing model shards", "Loading weights"):  # transformers' bars at every save and load
+        assert bar not in console
+    # without a terminal the pipeline's bar draws nothing until the end: a plain line per stage says where it is
+    assert [m.group(1) for m in re.finditer(r"^RLHF +\d+% (\w+): ", done.stdout, re.M)][:4] == [
+        "sft",
+        "prefs",
+        "reward",
+        "rl",
+    ]

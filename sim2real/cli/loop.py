@@ -7,9 +7,7 @@ Exit codes: 0 every stage ran (warnings allowed), 1 a stage failed (e.g. the cam
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import warnings
 from pathlib import Path
 
 from sim2real.errors import UserError
@@ -25,15 +23,6 @@ EXAMPLES = """examples:
 Re-running resumes the newest unfinished runs/loop-* of the same robot and budget (or --out DIR) after its last
 finished stage; --fresh starts a new run. DIR/report.html holds every stage's verdict, figures and plots.
 """
-
-# the libraries' progress bars (transformers' shard writer, tqdm) and warnings in the processes they spawn; their
-# logging goes to the run's libraries.log (sim2real.library_logs)
-QUIET_LIBRARIES = {
-    "TQDM_DISABLE": "1",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    "PYTHONWARNINGS": "ignore::FutureWarning",
-    "TORCH_CPP_LOG_LEVEL": "ERROR",  # torch's C++ warnings (vLLM's CPU worker: "NUMA binding: ...") skip logging
-}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -75,15 +64,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.table import Table
 
+    from sim2real.library_logs import quiet_libraries
     from sim2real.loop.config import LoopConfig, field_twin_for
     from sim2real.loop.runner import REPORT_FILE, latest_unfinished, run_loop
     from sim2real.loop.stages import FAIL, STAGE_NAMES
 
-    for key, value in QUIET_LIBRARIES.items():  # the stage lines and bars say what happens; SIM2REAL_DEBUG=1 keeps all
-        if not os.environ.get("SIM2REAL_DEBUG"):
-            os.environ.setdefault(key, value)
-    if not os.environ.get("SIM2REAL_DEBUG"):  # PYTHONWARNINGS reaches only the processes started from here
-        warnings.filterwarnings("ignore", category=FutureWarning)
+    quiet_libraries()  # the stage lines and bars say what happens
     field_twin = args.field_twin or str(field_twin_for(args.robot))
     for path, what in ((field_twin, "--field-twin"), (args.instructions, "--instructions")):
         if not Path(path).is_file():

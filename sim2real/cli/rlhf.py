@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
+
+PLAIN_LINE_EVERY_S = 60.0  # `rlhf pipeline` without a terminal: a line per stage and at most one a minute
 
 HELP = "Instruction model with RLHF: SFT, preferences (page + simulated operator), reward model, RL, eval."
 EXAMPLES = """the whole pipeline, resumable (SFT, preferences, reward model, RL, evaluation and the gate, export):
@@ -134,12 +137,24 @@ def _pipeline(args: argparse.Namespace) -> int:
 
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
+    from sim2real.library_logs import quiet_libraries
+
+    quiet_libraries()  # before run_pipeline imports them: the pipeline's bar and lines say what happens
     from sim2real.rlhf_pipeline import run_pipeline
 
     progress = Progress(
         TextColumn("RLHF"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn()
     )
     task = progress.add_task("RLHF", total=1.0, info="")
+    plain = {"stage": "", "at": 0.0}  # without a terminal (nohup, CI) the bar shows nothing until the end
+
+    def report(fraction: float, note: str) -> None:
+        progress.update(task, completed=fraction, info=note)
+        stage, now = note.split(":", 1)[0], time.monotonic()
+        if not progress.console.is_terminal and (stage != plain["stage"] or now - plain["at"] >= PLAIN_LINE_EVERY_S):
+            plain.update(stage=stage, at=now)
+            progress.console.print(f"RLHF {fraction:4.0%} {note}", highlight=False, markup=False)
+
     with progress:
         result = run_pipeline(
             Path(args.out),
@@ -147,7 +162,7 @@ def _pipeline(args: argparse.Namespace) -> int:
             budget=args.budget,
             engine=args.engine,
             policy=args.policy,
-            progress=lambda fraction, note: progress.update(task, completed=fraction, info=note),
+            progress=report,
         )
     print(json.dumps(result))
     return 0

@@ -93,6 +93,9 @@ class PrefsConfig:
         "", "text file of instructions (one a line, e.g. from the field) instead of the corpus: no intent, people rate"
     )
     temperature: float = setting(1.0, "sampling temperature of the candidates", gt=0)
+    engine: str = setting(
+        "vllm", "what samples the candidates (the process's shared vLLM engine, as RL's)", choices=ENGINES
+    )
     operator_noise: float = setting(0.0, "simulated operator's Bradley-Terry noise; 0: always the better plan", ge=0)
     operator_skip_below: float = setting(
         0.5, "two plans that both score below this are skipped, as a person would", ge=0, le=1

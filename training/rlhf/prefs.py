@@ -19,8 +19,8 @@ import numpy as np
 
 from edge.instruct.planner import InstructionPlanner, Planned
 from edge.instruct.prompt import state_summary
-from training.errors import TrainingError
-from training.rlhf.config import PrefsConfig
+from training.errors import ConfigError, TrainingError
+from training.rlhf.config import ENGINES, PrefsConfig
 from training.rlhf.corpus import CorpusGenerator, Example
 from training.rlhf.execution import Execution, TwinExecutor
 from training.rlhf.generation import HFGenerator
@@ -39,8 +39,7 @@ def collect_pairs(
     operator rates each one that has an intent (ties stay unrated). Returns the store's counts."""
     store = PreferenceStore(config.db)
     limits = limits_for(config.robot)
-    model, tokenizer = load_model(config.model)
-    planner = InstructionPlanner(HFGenerator(model, tokenizer), limits)
+    planner = InstructionPlanner(_generator(config), limits)
     executor = TwinExecutor(config.robot, policy=config.policy)
     operator = SimulatedOperator(
         executor, noise=config.operator_noise, skip_below=config.operator_skip_below, seed=config.seed
@@ -81,6 +80,18 @@ def collect_pairs(
                 if on_pair:
                     on_pair(made)
     return store.counts()
+
+
+def _generator(config: PrefsConfig):
+    """The candidates' sampler: this process's shared vLLM engine (RL then reuses it: one start per pipeline) or
+    transformers' generate on the model itself (batched, but a 30-layer base samples minutes per hundred plans)."""
+    if config.engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {config.engine!r}")
+    if config.engine == "vllm":
+        from training.rlhf.engine import shared_engine
+
+        return shared_engine(config.model, seed=config.seed)
+    return HFGenerator(*load_model(config.model))
 
 
 def sampled_plans(
