@@ -73,3 +73,14 @@ def base_dir() -> Path:
 
     cache = Path(os.environ.get("EDGE_TEST_CACHE", tempfile.gettempdir())) / "edge-bases"
     return resolve_base("smollm2-135m-instruct", cache=cache)
+
+
+def update_mismatch(a: dict, b: dict, start: dict) -> float:
+    """|a - b| / |a - start| over all weights: how far two runs from `start` ended apart, against how far they
+    moved (Adam scales every update to the learning rate, so a gradient of float noise moves a weight by about lr in
+    either run: the runs agree in norm, not weight by weight)."""
+    import torch
+
+    apart = torch.sqrt(sum(((a[k] - b[k]) ** 2).sum() for k in start))
+    moved = torch.sqrt(sum(((a[k] - start[k]) ** 2).sum() for k in start))
+    return float(apart / moved)

@@ -65,3 +65,32 @@ def test_one_rl_iteration_updates_the_running_engine(engine, tmp_path):
         assert (tmp_path / "rl" / "model.safetensors").is_file() and summary["iterations"] == 1
     finally:
         trainer.close()
+
+
+def test_micro_batches_bound_memory_and_leave_the_update_as_it_is(tmp_path):
+    """One GRPO step whose samples pass through the model 2 at a time updates the policy as one pass of all 16."""
+    from safetensors.torch import load_file
+
+    from tests.rlhf_helpers import update_mismatch
+
+    runs = []
+    for micro in (64, 2):
+        config = RLConfig(
+            out=str(tmp_path / f"rl{micro}"),
+            model=str(sft_dir()),
+            reward_model=str(reward_dir()),
+            engine="transformers",  # sampling on the policy itself: both runs draw the same samples
+            prompts_per_iteration=4,
+            samples_per_prompt=4,
+            micro_batch_size=micro,
+            learning_rate=3e-3,
+        )
+        trainer = RLTrainer(config)
+        try:
+            stats = trainer.step(0)
+            runs.append(({k: v.detach().clone() for k, v in trainer.policy.state_dict().items()}, stats))
+        finally:
+            trainer.close()
+    (whole, stats_whole), (parts, stats_parts) = runs
+    assert stats_whole["reward"] == stats_parts["reward"] and stats_whole["tokens"] == stats_parts["tokens"]
+    assert update_mismatch(whole, parts, load_file(sft_dir() / "model.safetensors")) < 1e-3

@@ -110,6 +110,9 @@ class RewardConfig:
     db: str = setting("runs/rlhf/prefs.sqlite", "SQLite preference store")
     epochs: int = setting(3, "passes over the preference pairs", ge=1)
     batch_size: int = setting(16, "pairs per step", ge=1)
+    micro_batch_size: int = setting(
+        4, "pairs per forward/backward pass: gradients accumulate over the step's pairs (it bounds memory only)", ge=1
+    )
     learning_rate: float = setting(5e-4, "learning rate", gt=0)
     beta: float = setting(0.1, "r = beta * log(pi_r / pi_sft): the reward's scale", gt=0)
     holdout: float = setting(0.2, "share of the pairs kept out of training to measure ranking accuracy", ge=0, lt=1)
@@ -141,6 +144,9 @@ class RLConfig:
     temperature: float = setting(1.0, "sampling temperature", gt=0)
     learning_rate: float = setting(5e-4, "learning rate", gt=0)
     max_grad_norm: float = setting(1.0, "gradient clip", gt=0)
+    micro_batch_size: int = setting(
+        8, "samples per forward/backward pass: gradients accumulate over the batch (it bounds memory only)", ge=1
+    )
     epochs: int = setting(2, "clipped policy updates per batch of samples", ge=1)
     clip: float = setting(0.2, "PPO ratio clip", gt=0, le=1)
     kl_coef: float = setting(0.05, "penalty on log pi/pi_sft of each sampled plan", ge=0)

@@ -44,7 +44,7 @@ INFO = "rlhf_reward.json"
 class RewardScorer:
     """r(prompt, completion) = beta * (log pi_r - log pi_ref) of the completion, for batches of plans."""
 
-    def __init__(self, model, reference, tokenizer, beta: float, batch_size: int = 64):
+    def __init__(self, model, reference, tokenizer, beta: float, batch_size: int = 16):
         self.model, self.reference, self.tokenizer = model, reference, tokenizer
         self.beta, self.batch_size = beta, batch_size
         self.number_slots = uses_number_slots(model.config)
@@ -180,17 +180,20 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, float], None] | N
         rng.shuffle(order)
         for i in range(0, len(order), config.batch_size):
             batch = order[i : i + config.batch_size]
-            prompt_ids = [rows[k][0][j] for j in (0, 1) for k in batch]  # chosen first, then rejected
-            completion_ids = [rows[k][1][j] for j in (0, 1) for k in batch]
-            reference_logp = torch.cat([torch.stack([ref[k][j] for k in batch]) for j in (0, 1)])
-            rewards = scorer.log_ratio(prompt_ids, completion_ids, reference_logp)
-            loss = -F.logsigmoid(rewards[: len(batch)] - rewards[len(batch) :]).mean()
             optim.zero_grad()
-            loss.backward()
+            loss_value = 0.0
+            for m in range(0, len(batch), config.micro_batch_size):  # the batch's mean loss, in parts (memory)
+                part = batch[m : m + config.micro_batch_size]
+                prompt_ids = [rows[k][0][j] for j in (0, 1) for k in part]  # chosen first, then rejected
+                completion_ids = [rows[k][1][j] for j in (0, 1) for k in part]
+                reference_logp = torch.cat([torch.stack([ref[k][j] for k in part]) for j in (0, 1)])
+                rewards = scorer.log_ratio(prompt_ids, completion_ids, reference_logp)
+                loss = -F.logsigmoid(rewards[: len(part)] - rewards[len(part) :]).sum() / len(batch)
+                loss.backward()
+                loss_value += loss.item()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optim.step()
             step += 1
-            loss_value = loss.item()
             if on_step:
                 on_step(step, loss_value)
     model.eval()

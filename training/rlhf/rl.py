@@ -47,7 +47,6 @@ from training.rlhf.operator import score_execution
 from training.rlhf.reward_model import RewardScorer
 from training.rlhf.tokens import completion_logprobs
 
-MICRO_BATCH = 64  # sequences per forward/backward (gradients accumulate over the batch)
 VALIDATION_FILE = "validation.jsonl"
 
 
@@ -134,7 +133,7 @@ class RLTrainer:
         t0 = time.perf_counter()
         prompt_ids = [tok(p)["input_ids"] for p in prompts]
         rows = [(prompt_ids[i], s.token_ids or [tok.eos_token_id]) for i, s in flat]
-        chunks = [rows[k : k + MICRO_BATCH] for k in range(0, len(rows), MICRO_BATCH)]
+        chunks = [rows[k : k + c.micro_batch_size] for k in range(0, len(rows), c.micro_batch_size)]
         with torch.no_grad():  # the sampling policy's log-probabilities (ratio denominators) and the KL to SFT
             old = [self._logprobs(self.policy, part) for part in chunks]
             ref = [self._logprobs(self.reference, part) for part in chunks]
