@@ -45,6 +45,7 @@ def test_recording_is_finalised_and_readable(tmp_path, stop_signal):
 
 def test_a_legged_robot_logs_its_foot_forces_and_field_analysis_scores_its_gait(tmp_path):
     from sim.campaign.rollout import robot_limits
+    from sim.gait import GRAVITY
     from sim.robot import load_robot
     from training.retrain.drift import ingest_logs
     from training.retrain.ingest import mcap_files, read_field_log
@@ -59,7 +60,7 @@ def test_a_legged_robot_logs_its_foot_forces_and_field_analysis_scores_its_gait(
     assert kpis["duty_factor"] > 0.9, kpis  # four feet down: the twin's contacts came through DDS and MCAP
     assert kpis["trot_index"] == 0.0 and kpis["mean_air_time_s"] == 0.0, kpis
     forces = read_field_log(mcap_files(out)[0], list(spec.joints), len(spec.feet)).foot_force[-25:]
-    weight = robot_limits(spec).mass_kg * 9.81
+    weight = robot_limits(spec).mass_kg * GRAVITY
     assert forces.sum(axis=1).mean() == pytest.approx(weight, rel=0.1)  # standing still, the feet carry its weight
 
 
