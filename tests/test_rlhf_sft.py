@@ -110,3 +110,21 @@ def test_pass_at_k_counts_sampled_plans(sft, items):
     assert cold["pass_at_1"] == cold["pass_at_4"] == greedy
     hot = pass_at_k(generator, items[:12], LIMITS, k=4, temperature=3.0, seed=1)
     assert hot["pass_at_1"] <= hot["pass_at_4"] and hot["pass_at_1"] < greedy  # hot samples are worse one by one
+
+
+def test_length_grouped_batches_use_every_example_once_a_pass_and_pad_less():
+    import random
+
+    from training.rlhf.tokens import LENGTH_GROUP, length_grouped_batches
+
+    draw = random.Random(3)
+    lengths = [draw.randint(20, 200) for _ in range(8 * LENGTH_GROUP * 5)]
+    batches = length_grouped_batches(lengths, 8, random.Random(0))
+    for _ in range(2):  # two passes
+        one_pass = [next(batches) for _ in range(len(lengths) // 8)]
+        assert sorted(k for b in one_pass for k in b) == list(range(len(lengths)))
+    padded = sum(8 * max(lengths[k] for k in b) for b in one_pass)
+    rng = random.Random(0)
+    padded_at_random = sum(8 * max(rng.sample(lengths, 8)) for _ in one_pass)
+    assert padded < 0.8 * padded_at_random
+    assert [len(b) for b in one_pass] == [8] * len(one_pass)

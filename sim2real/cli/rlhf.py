@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
+
+from sim2real.library_logs import LOG_FILE, library_logs, quiet_libraries
 
 PLAIN_LINE_EVERY_S = 60.0  # `rlhf pipeline` without a terminal: a line per stage and at most one a minute
 
@@ -100,9 +103,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--temperature", type=float, default=1.0, help="sampling temperature for --samples")
 
 
+STAGE_LOG = Path("runs/rlhf") / LOG_FILE  # a stage command's library log when no --out, --model or --db names a run
+
+
 def run(args: argparse.Namespace) -> int:
+    quiet_libraries()  # before the stages import them: the bars and the printed figures say what happens
     stages = {
-        "pipeline": _pipeline,
         "sft": _sft,
         "prefs": _prefs,
         "serve": _serve,
@@ -110,7 +116,11 @@ def run(args: argparse.Namespace) -> int:
         "rl": _rl,
         "eval": _eval,
     }
-    return stages[args.stage](args)
+    if args.stage == "pipeline":
+        return _pipeline(args)
+    named = getattr(args, "out", None) or getattr(args, "model", None) or getattr(args, "db", None)
+    with library_logs(Path(named).parent / LOG_FILE if named else STAGE_LOG):  # beside the run's directories
+        return stages[args.stage](args)
 
 
 def _config(args: argparse.Namespace, cls: type, stage: str):
@@ -133,13 +143,8 @@ def _progress(total: int, label: str):
 
 
 def _pipeline(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-    from sim2real.library_logs import quiet_libraries
-
-    quiet_libraries()  # before run_pipeline imports them: the pipeline's bar and lines say what happens
     from sim2real.rlhf_pipeline import run_pipeline
 
     progress = Progress(

@@ -110,9 +110,14 @@ class RewardScorer:
 
     def _score(self, encoded: tuple[list, list]) -> list[float]:
         prompt_ids, completion_ids = encoded
-        out: list[float] = []
-        for i in range(0, len(prompt_ids), self.batch_size):
-            out += self.log_ratio(prompt_ids[i : i + self.batch_size], completion_ids[i : i + self.batch_size]).tolist()
+        # batches of similar lengths pad less
+        order = sorted(range(len(prompt_ids)), key=lambda k: len(prompt_ids[k]) + len(completion_ids[k]))
+        out = [0.0] * len(order)
+        for i in range(0, len(order), self.batch_size):
+            part = order[i : i + self.batch_size]
+            rewards = self.log_ratio([prompt_ids[k] for k in part], [completion_ids[k] for k in part])
+            for k, r in zip(part, rewards.tolist(), strict=True):
+                out[k] = r
         return out
 
 
@@ -174,12 +179,14 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, float], None] | N
     optim = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     rng = random.Random(config.seed)
     order = list(range(len(train)))
+    pair_tokens = [len(r[0][0]) + max(map(len, r[1])) for r in rows]
     model.train()
     step, loss_value = 0, float("nan")
     for _ in range(config.epochs):
         rng.shuffle(order)
         for i in range(0, len(order), config.batch_size):
-            batch = order[i : i + config.batch_size]
+            # micro-batches of similar lengths pad less; the batch's loss is their sum, in any order
+            batch = sorted(order[i : i + config.batch_size], key=pair_tokens.__getitem__)
             optim.zero_grad()
             loss_value = 0.0
             for m in range(0, len(batch), config.micro_batch_size):  # the batch's mean loss, in parts (memory)

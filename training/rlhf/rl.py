@@ -133,11 +133,14 @@ class RLTrainer:
         t0 = time.perf_counter()
         prompt_ids = [tok(p)["input_ids"] for p in prompts]
         rows = [(prompt_ids[i], s.token_ids or [tok.eos_token_id]) for i, s in flat]
-        chunks = [rows[k : k + c.micro_batch_size] for k in range(0, len(rows), c.micro_batch_size)]
+        # micro-batches of similar lengths pad less; the update sums over them, so their order does not matter
+        order = torch.tensor(sorted(range(len(rows)), key=lambda k: len(rows[k][0]) + len(rows[k][1])))
+        chunks = [[rows[k] for k in order[m : m + c.micro_batch_size]] for m in range(0, len(rows), c.micro_batch_size)]
         with torch.no_grad():  # the sampling policy's log-probabilities (ratio denominators) and the KL to SFT
             old = [self._logprobs(self.policy, part) for part in chunks]
             ref = [self._logprobs(self.reference, part) for part in chunks]
-        kl = torch.cat([((o - r) * m).sum(1) for (o, m), (r, _) in zip(old, ref, strict=True)])
+        kl = torch.zeros(len(rows))
+        kl[order] = torch.cat([((o - r) * m).sum(1) for (o, m), (r, _) in zip(old, ref, strict=True)])
         rm_z = (rm - rm.mean()) / (rm.std() + 1e-6)
         reward = c.rm_weight * rm_z + c.sim_weight * sim - c.json_weight * (1 - valid_t) - c.kl_coef * kl
         groups = reward.view(len(samples), c.samples_per_prompt)
@@ -154,7 +157,7 @@ class RLTrainer:
             for part, (old_logp, mask) in zip(chunks, old, strict=True):
                 logp, _ = self._logprobs(self.policy, part)
                 ratio = torch.exp(logp - old_logp)
-                a = adv[start : start + len(part), None]
+                a = adv[order[start : start + len(part)], None]
                 surrogate = torch.minimum(ratio * a, torch.clamp(ratio, 1 - c.clip, 1 + c.clip) * a)
                 (-(surrogate * mask).sum() / normaliser).backward()
                 start += len(part)

@@ -29,7 +29,7 @@ from training.rlhf.config import SFTConfig
 from training.rlhf.corpus import CorpusGenerator
 from training.rlhf.limits import limits_for
 from training.rlhf.model import chat_prompt_of, load_model, new_model, torch_device, train_tokenizer
-from training.rlhf.tokens import encode_completion, pad_right
+from training.rlhf.tokens import encode_completion, length_grouped_batches, pad_right
 
 Demonstration = tuple[list[int], list[int]]  # (prompt + completion ids, labels: -100 over the prompt)
 
@@ -127,8 +127,9 @@ def train_sft(config: SFTConfig, on_step: Callable[[int, float], None] | None = 
     curve = []
     model.train()
     loss_value = math.nan
+    batches = length_grouped_batches([len(ids) for ids, _ in data], config.batch_size, rng)
     for step in range(config.steps):
-        loss_value = sft_step(model, optim, rng.sample(data, config.batch_size), tokenizer.pad_token_id)
+        loss_value = sft_step(model, optim, [data[k] for k in next(batches)], tokenizer.pad_token_id)
         sched.step()
         if on_step:
             on_step(step + 1, loss_value)

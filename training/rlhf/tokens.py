@@ -3,9 +3,12 @@ log-probabilities of completion tokens under a causal LM."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import random
+from collections.abc import Iterator, Sequence
 
 import torch
+
+LENGTH_GROUP = 8  # batches drawn together and sorted by length (HF Trainer's group_by_length uses 50)
 
 
 def encode_completion(tokenizer, completion: str) -> list[int]:
@@ -22,6 +25,21 @@ def pad_right(seqs: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, to
         ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
         mask[i, : len(s)] = 1
     return ids, mask
+
+
+def length_grouped_batches(lengths: Sequence[int], batch_size: int, rng: random.Random) -> Iterator[list[int]]:
+    """Endless batches of indices into `lengths`: each pass over the data is shuffled, cut into groups of
+    LENGTH_GROUP batches, each group sorted by length and yielded as batches in random order. Every example is used
+    once per pass, and a batch pads to its own longest sequence: on the base's SFT demonstrations (mean 104 tokens)
+    random batches of 8 pad to 163 tokens a sequence, grouped ones to 112."""
+    order = list(range(len(lengths)))
+    while True:
+        rng.shuffle(order)
+        for g in range(0, len(order), batch_size * LENGTH_GROUP):
+            group = sorted(order[g : g + batch_size * LENGTH_GROUP], key=lambda k: lengths[k])
+            batches = [group[b : b + batch_size] for b in range(0, len(group), batch_size)]
+            rng.shuffle(batches)
+            yield from batches
 
 
 def completion_logprobs(
