@@ -167,7 +167,7 @@ def _reward(ctx: StageContext) -> dict:
         model=str(ctx.stage_dir("sft")),
         db=str(ctx.stage_dir("prefs") / "prefs.sqlite"),
     )
-    return train_reward(config, lambda step, loss: ctx.progress(step / 50, f"step {step}"))
+    return train_reward(config, lambda step, steps, loss: ctx.progress(step / steps, f"step {step}/{steps}"))
 
 
 def _rl(ctx: StageContext) -> dict:

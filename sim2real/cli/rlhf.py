@@ -228,7 +228,10 @@ def _reward(args: argparse.Namespace) -> int:
     config = _config(args, RewardConfig, "reward")
     progress, task = _progress(0, "reward model")
     with progress:
-        stats = train_reward(config, lambda step, loss: progress.update(task, completed=step, info=f"loss {loss:.3f}"))
+        stats = train_reward(
+            config,
+            lambda step, steps, loss: progress.update(task, completed=step, total=steps, info=f"loss {loss:.3f}"),
+        )
     print(json.dumps({"stage": "reward", "out": config.out, **stats}))
     return 0
 

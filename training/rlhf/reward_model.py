@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -160,8 +161,9 @@ def split_preferences(prefs: Sequence[Preference], holdout: float, seed: int) ->
     return [p for p in prefs if key(p) not in held], [p for p in prefs if key(p) in held]
 
 
-def train_reward(config: RewardConfig, on_step: Callable[[int, float], None] | None = None) -> dict:
-    """Train, save to config.out and return stats (held-out ranking accuracy before and after training)."""
+def train_reward(config: RewardConfig, on_step: Callable[[int, int, float], None] | None = None) -> dict:
+    """Train, save to config.out and return stats (held-out ranking accuracy before and after training).
+    `on_step(step, steps, loss)` follows progress."""
     start = time.perf_counter()
     prefs = PreferenceStore(config.db).preferences()
     if len(prefs) < 10:
@@ -182,6 +184,7 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, float], None] | N
     pair_tokens = [len(r[0][0]) + max(map(len, r[1])) for r in rows]
     model.train()
     step, loss_value = 0, float("nan")
+    steps = config.epochs * math.ceil(len(order) / config.batch_size)
     for _ in range(config.epochs):
         rng.shuffle(order)
         for i in range(0, len(order), config.batch_size):
@@ -202,7 +205,7 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, float], None] | N
             optim.step()
             step += 1
             if on_step:
-                on_step(step, loss_value)
+                on_step(step, steps, loss_value)
     model.eval()
     stats = {
         "pairs_train": len(train),
