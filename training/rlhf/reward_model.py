@@ -36,7 +36,7 @@ from training.errors import TrainingError
 from training.rlhf.config import RewardConfig
 from training.rlhf.model import load_model
 from training.rlhf.prefs_store import Preference, PreferenceStore
-from training.rlhf.tokens import completion_logprobs, encode_completion
+from training.rlhf.tokens import completion_logprobs, encode_completion, length_sorted_chunks
 
 REFERENCE = "reference"
 INFO = "rlhf_reward.json"
@@ -111,11 +111,9 @@ class RewardScorer:
 
     def _score(self, encoded: tuple[list, list]) -> list[float]:
         prompt_ids, completion_ids = encoded
-        # batches of similar lengths pad less
-        order = sorted(range(len(prompt_ids)), key=lambda k: len(prompt_ids[k]) + len(completion_ids[k]))
-        out = [0.0] * len(order)
-        for i in range(0, len(order), self.batch_size):
-            part = order[i : i + self.batch_size]
+        out = [0.0] * len(prompt_ids)
+        lengths = [len(p) + len(c) for p, c in zip(prompt_ids, completion_ids, strict=True)]
+        for part in length_sorted_chunks(lengths, self.batch_size):
             rewards = self.log_ratio([prompt_ids[k] for k in part], [completion_ids[k] for k in part])
             for k, r in zip(part, rewards.tolist(), strict=True):
                 out[k] = r
@@ -188,12 +186,11 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, int, float], None
     for _ in range(config.epochs):
         rng.shuffle(order)
         for i in range(0, len(order), config.batch_size):
-            # micro-batches of similar lengths pad less; the batch's loss is their sum, in any order
-            batch = sorted(order[i : i + config.batch_size], key=pair_tokens.__getitem__)
+            batch = order[i : i + config.batch_size]
             optim.zero_grad()
             loss_value = 0.0
-            for m in range(0, len(batch), config.micro_batch_size):  # the batch's mean loss, in parts (memory)
-                part = batch[m : m + config.micro_batch_size]
+            # the batch's mean loss, in parts (memory) of similar lengths: their sum, in any order
+            for part in length_sorted_chunks(pair_tokens, config.micro_batch_size, batch):
                 prompt_ids = [rows[k][0][j] for j in (0, 1) for k in part]  # chosen first, then rejected
                 completion_ids = [rows[k][1][j] for j in (0, 1) for k in part]
                 reference_logp = torch.cat([torch.stack([ref[k][j] for k in part]) for j in (0, 1)])

@@ -45,7 +45,7 @@ from training.rlhf.limits import limits_for
 from training.rlhf.model import load_model
 from training.rlhf.operator import score_execution
 from training.rlhf.reward_model import RewardScorer
-from training.rlhf.tokens import completion_logprobs
+from training.rlhf.tokens import completion_logprobs, length_sorted_chunks
 
 VALIDATION_FILE = "validation.jsonl"
 
@@ -134,13 +134,14 @@ class RLTrainer:
         prompt_ids = [tok(p)["input_ids"] for p in prompts]
         rows = [(prompt_ids[i], s.token_ids or [tok.eos_token_id]) for i, s in flat]
         # micro-batches of similar lengths pad less; the update sums over them, so their order does not matter
-        order = torch.tensor(sorted(range(len(rows)), key=lambda k: len(rows[k][0]) + len(rows[k][1])))
-        chunks = [[rows[k] for k in order[m : m + c.micro_batch_size]] for m in range(0, len(rows), c.micro_batch_size)]
+        parts = length_sorted_chunks([len(prompt) + len(plan) for prompt, plan in rows], c.micro_batch_size)
+        chunks = [[rows[k] for k in part] for part in parts]
         with torch.no_grad():  # the sampling policy's log-probabilities (ratio denominators) and the KL to SFT
-            old = [self._logprobs(self.policy, part) for part in chunks]
-            ref = [self._logprobs(self.reference, part) for part in chunks]
+            old = [self._logprobs(self.policy, chunk) for chunk in chunks]
+            ref = [self._logprobs(self.reference, chunk) for chunk in chunks]
         kl = torch.zeros(len(rows))
-        kl[order] = torch.cat([((o - r) * m).sum(1) for (o, m), (r, _) in zip(old, ref, strict=True)])
+        for part, (o, m), (r, _) in zip(parts, old, ref, strict=True):
+            kl[part] = ((o - r) * m).sum(1)
         rm_z = (rm - rm.mean()) / (rm.std() + 1e-6)
         reward = c.rm_weight * rm_z + c.sim_weight * sim - c.json_weight * (1 - valid_t) - c.kl_coef * kl
         groups = reward.view(len(samples), c.samples_per_prompt)
@@ -153,14 +154,12 @@ class RLTrainer:
         self.policy.train()
         for _ in range(c.epochs):  # PPO-style clipped updates reuse each batch of samples (the twin is the cost)
             self.optim.zero_grad()
-            start = 0
-            for part, (old_logp, mask) in zip(chunks, old, strict=True):
-                logp, _ = self._logprobs(self.policy, part)
+            for part, chunk, (old_logp, mask) in zip(parts, chunks, old, strict=True):
+                logp, _ = self._logprobs(self.policy, chunk)
                 ratio = torch.exp(logp - old_logp)
-                a = adv[order[start : start + len(part)], None]
+                a = adv[part, None]
                 surrogate = torch.minimum(ratio * a, torch.clamp(ratio, 1 - c.clip, 1 + c.clip) * a)
                 (-(surrogate * mask).sum() / normaliser).backward()
-                start += len(part)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
             self.optim.step()
         self.policy.eval()

@@ -42,6 +42,13 @@ def length_grouped_batches(lengths: Sequence[int], batch_size: int, rng: random.
             yield from batches
 
 
+def length_sorted_chunks(lengths: Sequence[int], size: int, indices: Sequence[int] | None = None) -> list[list[int]]:
+    """`indices` (default: every index into `lengths`) sorted by length and cut into chunks of `size`: a chunk of
+    similar lengths pads less. For passes whose results are summed or put back in place, so order does not matter."""
+    ordered = sorted(range(len(lengths)) if indices is None else indices, key=lengths.__getitem__)
+    return [ordered[k : k + size] for k in range(0, len(ordered), size)]
+
+
 def completion_logprobs(
     model, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], pad: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
