@@ -424,9 +424,15 @@ def test_heldout_multi_step_lines_judge_each_step():
         ("two hundred and fifty mm", "0.25 m"),
         ("go 5 6 m", "go 5 6 m"),
         ("someone at the station", "someone at the station"),
+        ("turn 45 degrees Counter-Clockwise", "turn 0.79 rad counterclockwise"),
+        (
+            "rotate anti clockwise, then ccw, then clock-wise",
+            "rotate counterclockwise, then counterclockwise, then clockwise",
+        ),
+        ("the cwd is anticlockwise-ish", "the cwd is counterclockwise-ish"),
     ],
 )
-def test_numbers_and_units_are_canonical_before_the_model_reads_them(text, clean):
+def test_numbers_units_and_directions_are_canonical_before_the_model_reads_them(text, clean):
     assert screen_instruction(text, LIMITS)[0] == clean
 
 

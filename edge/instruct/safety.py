@@ -105,6 +105,11 @@ _STOP_PHRASES = tuple(
         reverse=True,
     )
 )
+# one spelling of each turning direction, the corpus's: "counter-clockwise" splits into tokens that end in "clockwise"
+_DIRECTIONS = (
+    (re.compile(r"\b(?:counter|anti)[- ]?clock[- ]?wise\b|\bccw\b"), "counterclockwise"),
+    (re.compile(r"\bclock-wise\b|\bcw\b"), "clockwise"),
+)
 _MARKUP = re.compile(r"<[^<>]{0,200}>|```|\[/?[a-z]+\]|\{\{|\}\}")
 _SPEED = re.compile(
     r"(\d+(?:\.\d+)?)\s*(m/s|mps|meters? per second|metres? per second|km/h|kph|"
@@ -145,7 +150,8 @@ def screen_instruction(text: object, limits: PlanLimits) -> tuple[str, list[str]
 
 def clean_instruction(text: object) -> tuple[str, list[str]]:
     """The instruction as the model reads it, in training and in use: lower case, plain text, numbers and units in
-    canonical form (m, s, rad), at most MAX_INSTRUCTION_CHARS; and warnings for what was removed or cut."""
+    canonical form (m, s, rad), one spelling of (counter)clockwise, at most MAX_INSTRUCTION_CHARS; and warnings for
+    what was removed or cut."""
     warnings: list[str] = []
     if not isinstance(text, str):
         return "", [f"instruction is {type(text).__name__}, not text"]
@@ -161,6 +167,8 @@ def clean_instruction(text: object) -> tuple[str, list[str]]:
     if printable != stripped:
         warnings.append("control or unusual characters removed from the instruction")
     clean = canonical_numbers(" ".join(printable.lower().split()))
+    for pattern, direction in _DIRECTIONS:
+        clean = pattern.sub(direction, clean)
     if len(clean) > MAX_INSTRUCTION_CHARS:
         clean = clean[:MAX_INSTRUCTION_CHARS].rsplit(" ", 1)[0]
     if n > MAX_INSTRUCTION_CHARS:

@@ -23,6 +23,7 @@ from sim2real.sil.scripts import DEFAULT_COMMANDS, load_commands, load_instructi
 MODEL_LOAD_S = 300.0  # wall-clock wait for instruction_node to load its model
 RESEND_S = 0.25  # a lockstep bridge sends an unanswered state again after this wall time
 CONNECT_S = 60.0  # wall-clock wait for a node to come up or connect
+SENSOR_TOPICS = ("/joint_states", "/imu/data", "/odom")  # what sim_bridge_node publishes for every robot
 
 
 def run_sil(
@@ -152,8 +153,8 @@ def run_sil(
         # loaded) ready to hear the first instruction, and policy_node connected to its command source; else the
         # first seconds of a lockstep run, which takes no time at all, go unrecorded or uncommanded
         wait_for("sim_bridge_node", lambda: operator.seen)
-        if record:
-            wait_for("field_recorder", lambda: subscribed("field_recorder", "/odom"))
+        if record:  # every sensor topic: the recorder discovers each publisher on its own, a tick apart or more
+            wait_for("field_recorder", lambda: all(subscribed("field_recorder", t) for t in SENSOR_TOPICS))
         if script:
             wait_for("instruction_node", lambda: subscribed("instruction_node", "/instruction"), MODEL_LOAD_S)
         lifecycle = LifecycleClient(node, "policy_node", spin_until)

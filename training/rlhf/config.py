@@ -135,10 +135,10 @@ class RLConfig:
         4, "GRPO group size: advantages are relative to the group's mean, so a group needs 2 or more", ge=2
     )
     advantage: str = setting(
-        "grpo",
-        "grpo: rewards standardised within each group, token loss over the batch's plan tokens; dr_grpo: Dr. GRPO "
-        "(Liu et al. 2025, 'Understanding R1-Zero-like training'; TRL's loss_type dr_grpo): no division by the "
-        "group's std, a constant loss normaliser (samples x max new tokens) instead of the plans' lengths",
+        "dr_grpo",
+        "dr_grpo: Dr. GRPO (Liu et al. 2025, 'Understanding R1-Zero-like training'; TRL's loss_type dr_grpo): no "
+        "division by the group's std, a constant loss normaliser (samples x max new tokens) instead of the plans' "
+        "lengths; grpo: rewards standardised within each group, token loss over the batch's plan tokens",
         choices=ADVANTAGES,
     )
     temperature: float = setting(1.0, "sampling temperature", gt=0)
