@@ -119,3 +119,24 @@ def test_micro_batches_bound_memory_and_leave_the_update_as_it_is(tmp_path):
     assert abs(stats_whole["final_loss"] - stats_parts["final_loss"]) < 1e-4
     assert stats_whole["heldout_accuracy"] == stats_parts["heldout_accuracy"]
     assert update_mismatch(whole, parts, load_file(sft_dir() / "model.safetensors")) < 1e-3  # measured: 7e-5
+
+
+def test_a_reward_without_reference_starts_as_the_sft_likelihood(tmp_path):
+    """`reference: none`: r = beta * log pi_r, so before any training the reward already ranks pairs (the SFT
+    model's likelihood of each plan) where the SFT-referenced reward ties them all; the directory has no
+    reference/ and scores as it was trained."""
+    from tests.rlhf_helpers import sft_dir
+    from training.rlhf.config import RewardConfig
+    from training.rlhf.reward_model import train_reward
+
+    out = tmp_path / "reward"
+    config = RewardConfig(
+        out=str(out), model=str(sft_dir()), db=str(prefs_db()), epochs=1, reference="none", totals=False
+    )
+    stats = train_reward(config)
+    assert stats["heldout_accuracy_before"] > 0.5  # the SFT model's likelihood ranks; reference sft starts at 0
+    assert not (out / "reference").exists()
+    scorer = RewardScorer.load(out)
+    assert scorer.reference is None and not scorer.totals
+    _, held = split_preferences(PreferenceStore(prefs_db()).preferences(), config.holdout, config.seed)
+    assert ranking_accuracy(scorer, held) == stats["heldout_accuracy"]

@@ -25,6 +25,7 @@ ADVANTAGES = ("grpo", "dr_grpo")
 # what runs a model directory for planning (training.rlhf.generation.load_generator: eval, SIL, instruction_node);
 # the first is the default
 INSTRUCTION_BACKENDS = ("transformers", "vllm")
+REWARD_REFERENCES = ("sft", "none")
 FINETUNES = ("full", "lora")  # every weight trained, or low-rank adapters (peft) merged into the weights on save
 # how the model reads the instruction's numbers: auto is slots for the scratch model (its tokenizer has one token
 # per slot) and plain for a pretrained base (docs/rlhf.md has the token counts behind this choice)
@@ -114,7 +115,14 @@ class RewardConfig:
         4, "pairs per forward/backward pass: gradients accumulate over the step's pairs (it bounds memory only)", ge=1
     )
     learning_rate: float = setting(5e-4, "learning rate", gt=0)
-    beta: float = setting(0.1, "r = beta * log(pi_r / pi_sft): the reward's scale", gt=0)
+    beta: float = setting(0.1, "r = beta * log(pi_r / pi_ref): the reward's scale", gt=0)
+    reference: str = setting(
+        "sft",
+        "pi_ref: sft (the SFT model, frozen: every plan's reward starts at 0) or none (r = beta * log pi_r: the "
+        "reward starts as the SFT model's likelihood of the plan, DPO's implicit reward against a uniform reference)",
+        choices=REWARD_REFERENCES,
+    )
+    totals: bool = setting(True, "append each plan's totals (distance, angle, time) to the text the reward reads")
     holdout: float = setting(0.2, "share of the pairs kept out of training to measure ranking accuracy", ge=0, lt=1)
     device: str = setting("auto", DEVICE_HELP, choices=DEVICES)
     seed: int = setting(0, "random seed")

@@ -11,8 +11,13 @@ differ between two plans (a digit of a duration, a sign). The reward model reads
 what both texts say, not multiplying; for a model with number slots, prompt, plan and totals are written with
 slots, as the policy reads and writes them. A random held-out share of the pairs measures ranking accuracy.
 
+`reference: none` drops pi_sft (r = beta * log pi_r(y | x), a uniform reference): the reward then starts as the SFT
+model's own likelihood of the plan instead of 0, which ranks pairs well when the SFT model is good (the SmolLM2
+SFT model: 78% untrained, docs/rlhf.md); with it `totals: false`, as the SFT model never learnt to write totals.
+
 The output directory holds pi_r (a plain Hugging Face model directory), `reference/` (pi_sft, so the reward model
-is self-contained) and rlhf_reward.json. `RewardScorer` scores plans for RL and evaluation.
+is self-contained; absent with `reference: none`) and rlhf_reward.json. `RewardScorer` scores plans for RL and
+evaluation.
 """
 
 from __future__ import annotations
@@ -43,32 +48,36 @@ INFO = "rlhf_reward.json"
 
 
 class RewardScorer:
-    """r(prompt, completion) = beta * (log pi_r - log pi_ref) of the completion, for batches of plans."""
+    """r(prompt, completion) = beta * (log pi_r - log pi_ref) of the completion, for batches of plans; without a
+    reference model (None) r = beta * log pi_r. `totals`: the plans are read followed by their totals."""
 
-    def __init__(self, model, reference, tokenizer, beta: float, batch_size: int = 16):
+    def __init__(self, model, reference, tokenizer, beta: float, batch_size: int = 16, totals: bool = True):
         self.model, self.reference, self.tokenizer = model, reference, tokenizer
-        self.beta, self.batch_size = beta, batch_size
+        self.beta, self.batch_size, self.totals = beta, batch_size, totals
         self.number_slots = uses_number_slots(model.config)
         self.chat_prompt = chat_prompt(model.config)
 
     @classmethod
     def load(cls, model_dir: str | Path, device: str = "auto") -> RewardScorer:
         path = Path(model_dir)
-        if not (path / INFO).is_file() or not (path / REFERENCE / "config.json").is_file():
-            raise TrainingError(f"{path} is not a reward model directory (no {INFO} or {REFERENCE}/)")
+        if not (path / INFO).is_file():
+            raise TrainingError(f"{path} is not a reward model directory (no {INFO})")
+        config = json.loads((path / INFO).read_text())["config"]
+        reference = None
+        if config.get("reference", "sft") == "sft":
+            if not (path / REFERENCE / "config.json").is_file():
+                raise TrainingError(f"{path} is not a reward model directory (no {REFERENCE}/)")
+            reference = load_model(path / REFERENCE, device=device)[0].requires_grad_(False)
         model, tokenizer = load_model(path, device=device)
-        reference, _ = load_model(path / REFERENCE, device=device)
-        beta = float(json.loads((path / INFO).read_text())["config"]["beta"])
-        return cls(model.requires_grad_(False), reference.requires_grad_(False), tokenizer, beta)
+        beta, totals = float(config["beta"]), bool(config.get("totals", True))
+        return cls(model.requires_grad_(False), reference, tokenizer, beta, totals=totals)
 
     def encode(self, inputs: Sequence[ModelInput], completions: Sequence[str]) -> tuple[list, list]:
         """Token ids of prompts and of completions written as the model writes them (with number slots if it
-        uses them), each completion followed by its totals."""
+        uses them), each completion followed by its totals if the reward reads them."""
         tok = self.tokenizer
-        return (
-            [tok(i.prompt)["input_ids"] for i in inputs],
-            [encode_completion(tok, with_totals(c, i)) for i, c in zip(inputs, completions, strict=True)],
-        )
+        texts = [with_totals(c, i) if self.totals else c for i, c in zip(inputs, completions, strict=True)]
+        return [tok(i.prompt)["input_ids"] for i in inputs], [encode_completion(tok, t) for t in texts]
 
     def encode_plans(
         self, instructions: Sequence[str], states: Sequence[str | None], plans: Sequence[str]
@@ -96,6 +105,8 @@ class RewardScorer:
 
     @torch.no_grad()
     def reference_logp(self, prompt_ids: Sequence[list[int]], completion_ids: Sequence[list[int]]) -> torch.Tensor:
+        if self.reference is None:
+            return torch.zeros(len(prompt_ids), device=self.model.device)
         logp, mask = completion_logprobs(self.reference, prompt_ids, completion_ids, self.tokenizer.pad_token_id)
         return (logp * mask).sum(1)
 
@@ -170,8 +181,10 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, int, float], None
 
     torch.manual_seed(config.seed)
     model, tokenizer = load_model(config.model, device=config.device)
-    reference, _ = load_model(config.model, device=config.device)
-    scorer = RewardScorer(model, reference.requires_grad_(False), tokenizer, config.beta)
+    reference = None
+    if config.reference == "sft":
+        reference = load_model(config.model, device=config.device)[0].requires_grad_(False)
+    scorer = RewardScorer(model, reference, tokenizer, config.beta, totals=config.totals)
     before = ranking_accuracy(scorer, test)
     # each pair's reference log-probabilities, once
     rows = [scorer.encode_plans([_clean(p)] * 2, [p.state] * 2, [p.chosen, p.rejected]) for p in train]
@@ -217,11 +230,13 @@ def train_reward(config: RewardConfig, on_step: Callable[[int, int, float], None
 
 
 def save_reward_model(out: str | Path, model, reference, tokenizer, info: dict) -> None:
-    """pi_r, reference/ and rlhf_reward.json (`info["config"]["beta"]` is the reward's scale). With
-    model = reference the reward is 0 everywhere: the untrained reward model (benchmarks use it)."""
+    """pi_r, reference/ (unless `reference` is None) and rlhf_reward.json (`info["config"]["beta"]` is the reward's
+    scale). With model = reference the reward is 0 everywhere: the untrained reward model (benchmarks use it)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for directory, m in ((out, model), (out / REFERENCE, reference)):
+        if m is None:
+            continue
         m.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
     (out / INFO).write_text(json.dumps(info, indent=2))
