@@ -104,11 +104,19 @@ def main() -> None:
     parser.add_argument("--rl-steps", type=int, help="GRPO steps timed after generation (0: generation only)")
     parser.add_argument("--layers", type=int, help="fresh model's layers (default: the project's default model)")
     parser.add_argument("--hidden", type=int, help="fresh model's hidden size, a multiple of 64 (heads of 64)")
+    parser.add_argument(
+        "--log",
+        default=str(Path(tempfile.gettempdir()) / "rlhf_generation.libraries.log"),
+        help="where vLLM's, transformers' and torch's own lines go (the console keeps the figures)",
+    )
     args = parser.parse_args()
     prompts_n = args.prompts or (64 if args.quick else 256)
     tokens = args.tokens or (32 if args.quick else 64)
     rl_steps = args.rl_steps if args.rl_steps is not None else (1 if args.quick else 2)  # 0: generation only
 
+    from sim2real.library_logs import library_logs, quiet_libraries
+
+    quiet_libraries()  # before the libraries are imported
     import torch
 
     from edge.instruct.prompt import build_prompt, chat_prompt, in_chat
@@ -118,7 +126,7 @@ def main() -> None:
     from training.rlhf.generation import HFGenerator
     from training.rlhf.model import chat_prompt_of, load_model
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, library_logs(args.log):
         given = resolve_base(args.base) if args.base else (Path(args.model) if args.model else None)
         model_dir = given or Path(tmp) / "model"
         if given is None:
@@ -153,6 +161,7 @@ def main() -> None:
         print(f"one GRPO step ({batch}, mean of {rl_steps}): {step_s:.2f} s")
     for k, v in seconds.items():
         print(f"  {k:10s} {v:7.2f} s  {v / step_s:6.1%}")
+    print(f"the libraries' own lines: {args.log}")
     print(
         json.dumps(
             {

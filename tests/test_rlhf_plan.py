@@ -34,6 +34,7 @@ from training.rlhf.corpus import (
     PLAIN_VERBS,
     PREFIX,
     RATE_TIMED,
+    REPEAT,
     SLOW,
     SPEED_TIMED,
     STOP_PHRASES,
@@ -285,6 +286,23 @@ def test_corpus_covers_the_issue_list():
     assert left and all(e.plan[0].wz > 0 for e in left)  # ROS: positive wz = left
 
 
+def test_a_repeated_step_is_its_plan_that_many_times():
+    repeated = [
+        e
+        for e in CorpusGenerator("sft", LIMITS, seed=6).examples(3000)
+        if re.search(r"\b(two|three) times\b|\btwice\b", e.instruction)
+    ]
+    assert len(repeated) > 30
+    for e in repeated:
+        n = 3 if "three times" in e.instruction else 2
+        one = e.plan[: len(e.plan) // n]
+        assert e.plan == one * n and any(s.vx or s.wz for s in one), e.instruction
+        total = plan_metrics(e.plan)
+        assert total["distance_m"] == pytest.approx(n * plan_metrics(one)["distance_m"])
+        low, high = e.expect["angle_rad"]
+        assert low <= total["angle_rad"] <= high, e.instruction  # the intent is the whole repeated plan
+
+
 _WORDS = "(?:one|two|three|four|five|six|seven|eight|nine|ten|[0-9.]+)"
 _SLOT = {
     "d": rf"(?:{_WORDS} ?(?:m|cm|mm|meters?|metres?|centimeters|centimetres)|half a meter|a meter)",
@@ -317,6 +335,7 @@ _TEMPLATES = [
         RATE_TIMED,
         WAIT,
         STOP_PHRASES,
+        *REPEAT.values(),
         NEGATE,
         JOIN3,
         FIRST,

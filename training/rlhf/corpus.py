@@ -1,10 +1,11 @@
 """The instruction corpus the project generates: instructions, their target plans and their intents.
 
 Coverage (the issue's list): paraphrases, units (m, cm, mm, s, ms, degrees, radians, number words), multi-step
-plans, negations ("don't turn, just ..."), filler and stop words, ROS conventions (positive wz = left =
-counter-clockwise, linear.x / angular.z), made-up verbs and fillers. Target plans use the default speeds (1 m/s,
-1 rad/s, so a plan's duration reads off the instruction's numbers); an explicit velocity is written as asked, even
-above the robot's limits (the guard clamps it), and the intent is what the clamped plan does.
+plans, repeats ("... two times"), negations ("don't turn, just ..."), filler and stop words, ROS conventions
+(positive wz = left = counter-clockwise, linear.x / angular.z), made-up verbs and fillers. Target plans use the
+default speeds (1 m/s, 1 rad/s, so a plan's duration reads off the instruction's numbers); an explicit velocity is
+written as asked, even above the robot's limits (the guard clamps it), and the intent is what the clamped plan
+does.
 
 Phrasings are split in two pools. `sft` holds the demonstrations (instruction + target plan); `rl` holds further
 phrasings whose prompts RL sees with their intent but never with a target plan, as in RLHF practice
@@ -210,6 +211,15 @@ CONNECT = _p(
 )
 JOIN3 = _p(["first {}, then {}, then {}"], ["{}, {} and finally {}"])
 FIRST = _p(["first {}"], ["to begin, {}"])
+# a one-step instruction done n times. The held-out set's "{step} twice" is in neither pool: the model has to carry
+# "twice" from these places to the end of a line.
+REPEAT = {
+    2: _p(
+        ["{step} two times", "do this twice: {step}", "twice in a row, {step}"],
+        ["{step} 2 times", "{step} and again"],
+    ),
+    3: _p(["{step} three times", "do this three times: {step}"], ["{step} 3 times", "three times over, {step}"]),
+}
 NEGATE = _p(
     ["don't {x}, {y}", "do not {x}, {y}", "{y}, don't {x}", "don't {x}, just {y}"],
     [
@@ -246,6 +256,7 @@ SUFFIX = _p([" please", " now", ".", "!"], [" thanks", " asap", " for me", " rig
 # direction words, numbers and units, and to treat an unknown verb with only a duration as a wait. Likewise some
 # steps are joined by a made-up connector (", kabo "): a second clause after any word is a second step.
 UNKNOWN_VERB_P, UNKNOWN_FILLER_P, UNKNOWN_CONNECTOR_P = 0.2, 0.15, 0.15
+REPEAT_P = 0.06  # share of one-step instructions said to be done two or three times
 PLAIN_VERBS = frozenset(
     {
         "go",
@@ -484,6 +495,15 @@ class CorpusGenerator:
         t = self.rng.choice(DURATIONS_S)
         return _Step(self._pick(WAIT).format(t=_duration_text(t, self.rng)), [self._seg(t=t)], True)
 
+    def _repeated(self, step: _Step) -> _Step:
+        """`step` two or three times; as it is when it is a wait or when that would not fit a plan."""
+        n = self.rng.choice(list(REPEAT))
+        duration = n * sum(s.duration_s for s in step.segments)
+        still = all(s.vx == 0 and s.wz == 0 for s in step.segments)
+        if still or n * len(step.segments) > MAX_SEGMENTS or duration > self.limits.max_duration_s:
+            return step
+        return _Step(self._pick(REPEAT[n]).format(step=step.text), step.segments * n, step.timed, step.fields)
+
     def _step(self) -> _Step:
         weights = [w for w, _ in self._steps]
         step = self.rng.choices([f for _, f in self._steps], weights)[0]()
@@ -538,6 +558,9 @@ class CorpusGenerator:
                 or len(text) > MAX_INSTRUCTION_CHARS - 40
             ):
                 steps, plan, text = steps[:1], tuple(steps[0].segments), steps[0].text
+            if len(steps) == 1 and rng.random() < REPEAT_P:
+                steps = [self._repeated(steps[0])]
+                plan, text = tuple(steps[0].segments), steps[0].text
             if len(steps) == 1 and rng.random() < 0.15:
                 text = self._pick(NEGATE).format(x=rng.choice(DISTRACTORS), y=text)
             expect = intent_expect(
@@ -599,6 +622,7 @@ def _corpus_words() -> frozenset[str]:
         CONNECT,
         JOIN3,
         FIRST,
+        *REPEAT.values(),
         NEGATE,
         PREFIX,
         SUFFIX,

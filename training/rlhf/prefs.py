@@ -11,6 +11,7 @@ pair for an instruction a rater types on the page.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,11 +47,13 @@ def collect_pairs(
     )
     corpus = CorpusGenerator(config.pool, limits, seed=config.seed, made_up_words=config.made_up_words)
     field = _instruction_lines(config.instructions) if config.instructions else None
-    made, rounds = 0, 0
-    per_instruction = config.candidates * (config.candidates - 1) // 2
-    while made < config.pairs and rounds < (1 if field else 10):  # identical samples make fewer pairs: draw more
+    made, drawn, rounds = 0, 0, 0
+    while made < config.pairs and rounds < (1 if field else 10):
         rounds += 1
-        examples = field or corpus.examples(-(-(config.pairs - made) // per_instruction))
+        # identical samples make fewer than K(K-1)/2 pairs per instruction: draw as many as the yield so far needs
+        per_instruction = made / drawn if drawn else config.candidates * (config.candidates - 1) / 2
+        examples = field or corpus.examples(math.ceil((config.pairs - made) / max(per_instruction, 0.1)))
+        drawn += len(examples)
         groups = sampled_plans(planner, examples, config.candidates, config.temperature, config.seed + rounds)
         runs = iter(executor.execute([p.plan for group in groups for p in group]))
         for example, group in zip(examples, groups, strict=True):
