@@ -52,6 +52,12 @@ STOP_PHRASINGS = [
     "quit it",
     "stop the robot immediately",
     "freeze! don't move",
+    "would you stop right there for me",
+    "could you please halt",
+    "can you stop now?",
+    "i want you to stop",
+    "robot: quit moving for me",
+    "kindly hold still, thanks",
 ]
 NOT_STOP = [
     "stop after 2 m",
@@ -62,6 +68,9 @@ NOT_STOP = [
     "stay on the left",
     "that's enough turning, go forward 1 m",
     "go forward",
+    "would you go forward 1 m for me",
+    "can you stop turning and go back 2 m",
+    "i want you to wait 3 s",
 ]
 
 

@@ -88,10 +88,11 @@ STOP_OBJECTS = (
     "the mission",
     "the plan",
 )
-# said around a stop, adding nothing to it
+# said around a stop, adding nothing to it; the polite ones too ("would you stop right there for me", "i want you to
+# halt"): a motion word beside them still sends the instruction to the model
 STOP_FILLERS = frozenset(
     "please robot hey ok okay now right there here immediately instantly at once away asap this instant in place "
-    "just already i said oh no and".split()
+    "just already i said oh no and would could can will you for me kindly thanks thank pls want need to".split()
 )
 _STOP_PHRASES = tuple(
     sorted(
