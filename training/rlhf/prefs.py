@@ -50,9 +50,10 @@ def collect_pairs(
     made, drawn, rounds = 0, 0, 0
     while made < config.pairs and rounds < (1 if field else 10):
         rounds += 1
-        # identical samples make fewer than K(K-1)/2 pairs per instruction: draw as many as the yield so far needs
+        # identical samples make fewer than K(K-1)/2 pairs per instruction: draw as many as the yield so far needs,
+        # at most one instruction per pair still wanted (a model that repeats itself must not make a round huge)
         per_instruction = made / drawn if drawn else config.candidates * (config.candidates - 1) / 2
-        examples = field or corpus.examples(math.ceil((config.pairs - made) / max(per_instruction, 0.1)))
+        examples = field or corpus.examples(math.ceil((config.pairs - made) / max(per_instruction, 1.0)))
         drawn += len(examples)
         groups = sampled_plans(planner, examples, config.candidates, config.temperature, config.seed + rounds)
         runs = iter(executor.execute([p.plan for group in groups for p in group]))
