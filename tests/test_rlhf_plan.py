@@ -112,12 +112,13 @@ def test_dfa_accepts_exactly_the_regex_language():
 
 def test_token_mask_keeps_every_walk_in_the_grammar_and_within_its_budget():
     """Random walks over the allowed tokens of a small vocabulary (characters, pieces, slots, EOS) always end
-    with EOS within the budget, on a plan the regex accepts; a budget no plan fits allows nothing."""
+    with EOS within the budget, on a plan the regex accepts, even a budget under the plan's length in characters
+    (the pieces merge them); a budget no plan fits allows EOS only."""
     pieces = [*"[]{},:-.#0123456789", '"vx":', '"vy":', '"wz":', '"duration_s":', "0.5", "}]", "#1", "#2", "x"]
     eos = len(pieces)
     grammars = [TokenGrammar([*pieces, None], eos, PlanDFA(slots=k)) for k in (0, 2)]
     rng = np.random.default_rng(0)
-    for budget in (40, 60, 120):
+    for budget in (16, 40, 60, 120):  # the shortest plan: 38 characters, 14 of these tokens and EOS
         rows = [grammars[i % 2] for i in range(8)]
         mask, texts, ended = GrammarMask(rows, budget), [""] * 8, [False] * 8
         last = None
@@ -133,7 +134,8 @@ def test_token_mask_keeps_every_walk_in_the_grammar_and_within_its_budget():
         assert all(ended), budget
         for g, text in zip(rows, texts, strict=True):
             assert re.fullmatch(plan_regex(g.dfa.slots), text), text
-    assert not GrammarMask(grammars[:1], 30).step(None).any()  # 30 tokens are too few for any plan here
+    assert np.flatnonzero(GrammarMask(grammars[:1], 15).step(None)[0]).tolist() == [pieces.index("[")]
+    assert np.flatnonzero(GrammarMask(grammars[:1], 14).step(None)[0]).tolist() == [eos]  # too few for any plan
 
 
 def test_clamp_limits_velocity_and_duration():

@@ -1,7 +1,8 @@
 """Grammar-constrained decoding, in numpy, for every generator (transformers' generate through
 training.rlhf.grammar.PlanConstraint, ONNX Runtime through onnx_generator): only tokens that keep the text a prefix of
 the plan grammar (plan.PLAN_REGEX) and leave room to finish it within the token budget may be chosen, and
-end-of-sequence only once the plan is complete, so every output parses.
+end-of-sequence only once the plan is complete, so every output parses (a budget that no plan fits in gets EOS at
+once: an empty output, refused by the parser). The room left is counted in the vocabulary's tokens.
 
 The grammar is a character DFA built here; per DFA state the allowed tokens (and the state each leads to) are
 computed once by walking every token's text, so it works for any tokenizer whose tokens decode on their own
@@ -88,19 +89,30 @@ class PlanDFA:
             s = self._literal(s, nxt[1:])
         return s
 
-    def distances(self) -> list[float]:
-        """Per state, the fewest characters that still complete a plan (0 at FINAL): every character is a token of
-        a byte-level vocabulary, so that many tokens always suffice."""
-        dist = [float("inf")] * len(self.trans)
+    def completions(self) -> list[str | None]:
+        """Per state, a shortest text that completes a plan from it ('' at FINAL, None where none does). Each is its
+        first character and then the completion of the state that character leads to, so every suffix of a state's
+        completion is the completion of the state the prefix leads to."""
+        dist, first = [float("inf")] * len(self.trans), [""] * len(self.trans)
         dist[self.FINAL] = 0
         changed = True
         while changed:  # Bellman-Ford on a small DAG-like graph: a few passes
             changed = False
             for s, edges in enumerate(self.trans):
-                best = min((dist[t] + 1 for t in edges.values()), default=float("inf"))
-                if best < dist[s]:
-                    dist[s], changed = best, True
-        return dist
+                for ch, t in edges.items():
+                    if dist[t] + 1 < dist[s]:
+                        dist[s], first[s], changed = dist[t] + 1, ch, True
+        texts: list[str | None] = []
+        for s in range(len(self.trans)):
+            if dist[s] == float("inf"):
+                texts.append(None)
+                continue
+            text, state = "", s
+            while state != self.FINAL:
+                text += first[state]
+                state = self.trans[state][first[state]]
+            texts.append(text)
+        return texts
 
     def walk(self, state: int | None, text: str) -> int | None:
         for ch in text:
@@ -120,11 +132,28 @@ class TokenGrammar:
         alphabet = {ch for edges in self.dfa.trans for ch in edges}
         # (id, text) of the tokens that can ever appear inside a plan
         self.tokens = [(tid, text) for tid, text in enumerate(texts) if text and set(text) <= alphabet]
-        self.dist = self.dfa.distances()
+        self.completions = self.dfa.completions()
+        self.pieces = {text for _, text in self.tokens}
+        self.longest = max((len(text) for text in self.pieces), default=0)
+        self._left: dict[int, float] = {self.dfa.FINAL: 0}  # memo of tokens_to_finish
         self.rows: dict[int, int] = {}  # DFA state -> row of self.needs
         self.next: list[dict[int, int]] = []  # per row: token id -> next DFA state
         # per row and token: tokens still needed after it to end the plan (EOS included); inf: not allowed
         self.needs = np.zeros((0, self.vocab), np.float32)
+
+    def tokens_to_finish(self, state: int) -> float:
+        """The fewest tokens that spell the state's completion (PlanDFA.completions), EOS not counted: a number of
+        tokens that always finishes the plan from there (inf: none does). Its first token leads to a state whose
+        completion is the rest of this one, so one token fewer finishes from there: every step of the rule keeps
+        room to end. Counted in tokens, not characters: a tokenizer that merges '[{"vx":' fits a plan in far fewer
+        tokens than characters."""
+        if state not in self._left:
+            best, text = float("inf"), self.completions[state]
+            for k in range(1, min(len(text or ""), self.longest) + 1):
+                if text[:k] in self.pieces:
+                    best = min(best, 1 + self.tokens_to_finish(self.dfa.walk(state, text[:k])))
+            self._left[state] = best
+        return self._left[state]
 
     def row(self, state: int) -> int:
         if state not in self.rows:
@@ -137,7 +166,7 @@ class TokenGrammar:
                     s = self.dfa.walk(state, text)
                     if s is not None:
                         nxt[tid] = s
-                        needs[0, tid] = self.dist[s] + 1
+                        needs[0, tid] = self.tokens_to_finish(s) + 1
             self.needs = np.concatenate([self.needs, needs])
             self.next.append(nxt)
             self.rows[state] = len(self.next) - 1
@@ -161,8 +190,9 @@ class PlanGrammars:
 
 class GrammarMask:
     """The allowed-token mask of one batched generation, one `step` per generated token: it follows each row's DFA
-    state token by token (each row has its prompt's grammar: the number slots differ), and allows only tokens after
-    which the plan can still be finished within the call's token budget, so a plan always ends."""
+        state token by token (each row has its prompt's grammar: the number slots differ), and allows only tokens after
+        which the plan can still be finished within the call's token budget, so a plan always ends. A budget too small
+    for any plan allows EOS only."""
 
     def __init__(self, grammars: Sequence[TokenGrammar], max_new_tokens: int):
         self.grammars, self.budget = list(grammars), max_new_tokens
@@ -189,4 +219,8 @@ class GrammarMask:
             if live:
                 rows_of_states = [g.row(self.states[i]) for i in live]  # may add rows to g.needs: index after
                 allowed[live] = g.needs[rows_of_states] <= left
+        # a budget no plan fits ends the row at once: an empty text the parser refuses, never a row off the grammar
+        stuck = ~allowed.any(-1)
+        if stuck.any():
+            allowed[stuck, self.grammars[0].eos] = True
         return allowed
