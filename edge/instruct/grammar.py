@@ -190,8 +190,8 @@ class PlanGrammars:
 
 class GrammarMask:
     """The allowed-token mask of one batched generation, one `step` per generated token: it follows each row's DFA
-        state token by token (each row has its prompt's grammar: the number slots differ), and allows only tokens after
-        which the plan can still be finished within the call's token budget, so a plan always ends. A budget too small
+    state token by token (each row has its prompt's grammar: the number slots differ), and allows only tokens after
+    which the plan can still be finished within the call's token budget, so a plan always ends. A budget too small
     for any plan allows EOS only."""
 
     def __init__(self, grammars: Sequence[TokenGrammar], max_new_tokens: int):
