@@ -219,8 +219,7 @@ class GrammarMask:
             if live:
                 rows_of_states = [g.row(self.states[i]) for i in live]  # may add rows to g.needs: index after
                 allowed[live] = g.needs[rows_of_states] <= left
-        # a budget no plan fits ends the row at once: an empty text the parser refuses, never a row off the grammar
-        stuck = ~allowed.any(-1)
-        if stuck.any():
-            allowed[stuck, self.grammars[0].eos] = True
+        if not self.generated:  # a row that starts with room to end keeps it (tokens_to_finish): check once
+            # a budget no plan fits ends the row at once: an empty text the parser refuses, never a row off the grammar
+            allowed[~allowed.any(-1), self.grammars[0].eos] = True
         return allowed
