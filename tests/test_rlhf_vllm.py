@@ -94,3 +94,28 @@ def test_micro_batches_bound_memory_and_leave_the_update_as_it_is(tmp_path):
     (whole, stats_whole), (parts, stats_parts) = runs
     assert stats_whole["reward"] == stats_parts["reward"] and stats_whole["tokens"] == stats_parts["tokens"]
     assert update_mismatch(whole, parts, load_file(sft_dir() / "model.safetensors")) < 1e-3
+
+
+def test_a_group_that_finds_no_good_plan_explores_and_takes_its_best_find(tmp_path):
+    """Every group whose best plan scores below 1 draws 16 more samples; where one beats the group's best, it joins
+    the group (5 samples) and the update trains on it. The `sft` pool: phrasings the minimal model was trained on,
+    so some samples come near the intent."""
+    config = RLConfig(
+        out=str(tmp_path / "rl"),
+        model=str(sft_dir()),
+        reward_model=str(reward_dir()),
+        engine="transformers",
+        pool="sft",
+        prompts_per_iteration=8,
+        samples_per_prompt=4,
+        explore_samples=16,
+        explore_below=1.0,
+        learning_rate=3e-3,
+    )
+    trainer = RLTrainer(config)
+    try:
+        stats = trainer.step(0)
+    finally:
+        trainer.close()
+    assert 1 <= stats["found"] <= stats["explored"] <= 8, stats
+    assert stats["samples"] == 32 + stats["found"]

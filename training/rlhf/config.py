@@ -150,6 +150,13 @@ class RLConfig:
         choices=ADVANTAGES,
     )
     temperature: float = setting(1.0, "sampling temperature", gt=0)
+    explore_samples: int = setting(
+        0,
+        "extra samples for a prompt whose group has no plan scoring explore_below in the twin; the best of them "
+        "joins the group if it beats the group's best (0: no exploration)",
+        ge=0,
+    )
+    explore_below: float = setting(0.9, "a group explores if its best plan's intent score is below this", gt=0, le=1)
     learning_rate: float = setting(5e-4, "learning rate", gt=0)
     max_grad_norm: float = setting(1.0, "gradient clip", gt=0)
     micro_batch_size: int = setting(

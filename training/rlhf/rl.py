@@ -5,6 +5,9 @@ Entry point: `RLTrainer(RLConfig(...)).train()`. Each iteration:
      `prompts_per_iteration` instructions from the `rl` pool;
   2. reward: rm_weight * (reward model, standardised over the batch) + sim_weight * (intent score of the plan
      executed in the twin) - json_weight * (not a plan) - kl_coef * (log pi - log pi_sft summed over the plan);
+     with `explore_samples`, a group whose best plan scores below `explore_below` in the twin samples that many more,
+     and the best of them joins the group if it beats the group's best (a plan the policy rarely writes then gets an
+     advantage at all);
   3. training: advantages relative to each prompt's group (no critic): `advantage` grpo standardises the rewards
      within the group and divides the token loss by the batch's plan tokens; dr_grpo (Dr. GRPO, Liu et al. 2025,
      "Understanding R1-Zero-like training") only subtracts the group mean and divides by a constant (samples x
@@ -48,6 +51,7 @@ from training.rlhf.reward_model import RewardScorer
 from training.rlhf.tokens import completion_logprobs, length_sorted_chunks
 
 VALIDATION_FILE = "validation.jsonl"
+EXPLORE_SEED = 1_000_003  # exploration samples draw from another stream than the group's
 
 
 class RLTrainer:
@@ -99,36 +103,20 @@ class RLTrainer:
             for e in examples
         ]
         prompts = [i.prompt for i in inputs]
-        samples = self.engine.generate(
-            prompts,
-            n=c.samples_per_prompt,
-            temperature=c.temperature,
-            max_new_tokens=MAX_NEW_TOKENS,
-            constrained=False,
-            seed=c.seed + iteration,
-        )
+        groups = self._sample(prompts, c.samples_per_prompt, c.seed + iteration)  # exploration may add one to a group
         times["generation"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        flat = [(i, s) for i, group in enumerate(samples) for s in group]
-        valid, plans = [], []
-        for i, s in flat:
-            try:
-                plans.append(clamp_plan(parse_plan(fill_slots(s.text, inputs[i].numbers)), self.limits)[0])
-                valid.append(1.0)
-            except PlanError:
-                plans.append(STOP)
-                valid.append(0.0)
-        runs = self.executor.execute(plans)
-        sim = torch.tensor(
-            [
-                score_execution(r, examples[i].expect, examples[i].steps) * v
-                for (i, _), r, v in zip(flat, runs, valid, strict=True)
-            ]
-        )
-        rm = torch.tensor(self.scorer.score([inputs[i] for i, _ in flat], [s.text for _, s in flat]))
-        valid_t = torch.tensor(valid)
+        judged = self._judge(examples, inputs, groups)
         times["reward"] = time.perf_counter() - t0
+        explored, found = self._explore(iteration, examples, inputs, groups, judged, times)
+
+        t0 = time.perf_counter()
+        flat = [(i, s) for i, group in enumerate(groups) for s in group]
+        valid_t = torch.tensor([v for group in judged for v, _ in group])
+        sim = torch.tensor([score for group in judged for _, score in group])
+        rm = torch.tensor(self.scorer.score([inputs[i] for i, _ in flat], [s.text for _, s in flat]))
+        times["reward"] += time.perf_counter() - t0
 
         t0 = time.perf_counter()
         prompt_ids = [tok(p)["input_ids"] for p in prompts]
@@ -144,13 +132,16 @@ class RLTrainer:
             kl[part] = ((o - r) * m).sum(1)
         rm_z = (rm - rm.mean()) / (rm.std() + 1e-6)
         reward = c.rm_weight * rm_z + c.sim_weight * sim - c.json_weight * (1 - valid_t) - c.kl_coef * kl
-        groups = reward.view(len(samples), c.samples_per_prompt)
-        centred = groups - groups.mean(1, keepdim=True)
+        sizes = [len(g) for g in groups]  # an explored group holds one sample more
+        per_group = reward.split(sizes)
+        counts = torch.tensor(sizes)
+        centred = reward - torch.stack([r.mean() for r in per_group]).repeat_interleave(counts)
         total_tokens = sum(len(r[1]) for r in rows)
         if c.advantage == "dr_grpo":
-            adv, normaliser = centred.flatten(), len(rows) * MAX_NEW_TOKENS
+            adv, normaliser = centred, len(rows) * MAX_NEW_TOKENS
         else:
-            adv, normaliser = (centred / (groups.std(1, keepdim=True) + 1e-4)).flatten(), total_tokens
+            adv = centred / (torch.stack([r.std() for r in per_group]).repeat_interleave(counts) + 1e-4)
+            normaliser = total_tokens
         self.policy.train()
         for _ in range(c.epochs):  # PPO-style clipped updates reuse each batch of samples (the twin is the cost)
             self.optim.zero_grad()
@@ -174,12 +165,66 @@ class RLTrainer:
             "sim_score": sim.mean().item(),
             "json_valid": valid_t.mean().item(),
             "kl": kl.mean().item(),
+            "samples": len(rows),
+            "explored": explored,  # groups with no plan scoring explore_below
+            "found": found,  # of them, groups an exploration sample joined
             "grad_norm": float(grad_norm),
             "tokens": total_tokens,
             "seconds": {k: round(v, 3) for k, v in times.items()},
         }
         self.history.append(stats)
         return stats
+
+    def _sample(self, prompts: list[str], n: int, seed: int) -> list[list]:
+        """n plans per prompt, sampled without the grammar (RL learns JSON validity) at the configured temperature."""
+        temperature = self.config.temperature
+        out = self.engine.generate(prompts, n=n, temperature=temperature, constrained=False, seed=seed)
+        return [list(group) for group in out]
+
+    def _judge(self, examples: list, inputs: list, groups: list[list]) -> list[list[tuple[float, float]]]:
+        """(valid JSON, intent score of the plan executed in the twin) of each sample, per group; text that is not a
+        plan scores 0 and executes as STOP."""
+        flat = [(i, s) for i, group in enumerate(groups) for s in group]
+        valid, plans = [], []
+        for i, s in flat:
+            try:
+                plans.append(clamp_plan(parse_plan(fill_slots(s.text, inputs[i].numbers)), self.limits)[0])
+                valid.append(1.0)
+            except PlanError:
+                plans.append(STOP)
+                valid.append(0.0)
+        runs = iter(zip(valid, self.executor.execute(plans), strict=True))
+        out = []
+        for i, group in enumerate(groups):
+            scored = []
+            for _ in group:
+                v, run = next(runs)
+                scored.append((v, score_execution(run, examples[i].expect, examples[i].steps) * v))
+            out.append(scored)
+        return out
+
+    def _explore(self, iteration: int, examples: list, inputs: list, groups: list, judged: list, times: dict):
+        """For each group whose best plan scores below `explore_below`, sample `explore_samples` more plans and add
+        the best of them to the group if it beats the group's best: a plan the policy rarely writes (a slow speed
+        for a word SFT never saw) then gets an advantage at all. Returns (groups explored, groups extended)."""
+        c = self.config
+        t0 = time.perf_counter()
+        failing = [i for i, scored in enumerate(judged) if max(score for _, score in scored) < c.explore_below]
+        if not (failing and c.explore_samples):
+            return 0, 0
+        extra = self._sample([inputs[i].prompt for i in failing], c.explore_samples, c.seed + iteration + EXPLORE_SEED)
+        times["generation"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        extra_judged = self._judge([examples[i] for i in failing], [inputs[i] for i in failing], extra)
+        found = 0
+        for i, samples, scored in zip(failing, extra, extra_judged, strict=True):
+            best = max(range(len(samples)), key=lambda k: scored[k][1])
+            if scored[best][1] > max(score for _, score in judged[i]):
+                groups[i].append(samples[best])
+                judged[i].append(scored[best])
+                found += 1
+        times["reward"] += time.perf_counter() - t0
+        return len(failing), found
 
     def _logprobs(self, model, rows: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-token log-probabilities of each sampled plan after its prompt, and the mask of plan tokens."""
