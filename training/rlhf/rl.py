@@ -133,8 +133,7 @@ class RLTrainer:
         rm_z = (rm - rm.mean()) / (rm.std() + 1e-6)
         reward = c.rm_weight * rm_z + c.sim_weight * sim - c.json_weight * (1 - valid_t) - c.kl_coef * kl
         sizes = [len(g) for g in groups]  # an explored group holds one sample more
-        per_group = reward.split(sizes)
-        counts = torch.tensor(sizes)
+        per_group, counts = reward.split(sizes), torch.tensor(sizes)
         centred = reward - torch.stack([r.mean() for r in per_group]).repeat_interleave(counts)
         total_tokens = sum(len(r[1]) for r in rows)
         if c.advantage == "dr_grpo":
@@ -193,24 +192,24 @@ class RLTrainer:
             except PlanError:
                 plans.append(STOP)
                 valid.append(0.0)
-        runs = iter(zip(valid, self.executor.execute(plans), strict=True))
-        out = []
-        for i, group in enumerate(groups):
-            scored = []
-            for _ in group:
-                v, run = next(runs)
-                scored.append((v, score_execution(run, examples[i].expect, examples[i].steps) * v))
-            out.append(scored)
-        return out
+        runs = self.executor.execute(plans)
+        scores = iter(
+            (v, score_execution(run, examples[i].expect, examples[i].steps) * v)
+            for (i, _), run, v in zip(flat, runs, valid, strict=True)
+        )
+        return [[next(scores) for _ in group] for group in groups]
 
     def _explore(self, iteration: int, examples: list, inputs: list, groups: list, judged: list, times: dict):
         """For each group whose best plan scores below `explore_below`, sample `explore_samples` more plans and add
         the best of them to the group if it beats the group's best: a plan the policy rarely writes (a slow speed
         for a word SFT never saw) then gets an advantage at all. Returns (groups explored, groups extended)."""
         c = self.config
+        if not c.explore_samples:
+            return 0, 0
         t0 = time.perf_counter()
-        failing = [i for i, scored in enumerate(judged) if max(score for _, score in scored) < c.explore_below]
-        if not (failing and c.explore_samples):
+        best_score = [max(score for _, score in scored) for scored in judged]
+        failing = [i for i, score in enumerate(best_score) if score < c.explore_below]
+        if not failing:
             return 0, 0
         extra = self._sample([inputs[i].prompt for i in failing], c.explore_samples, c.seed + iteration + EXPLORE_SEED)
         times["generation"] += time.perf_counter() - t0
@@ -219,7 +218,7 @@ class RLTrainer:
         found = 0
         for i, samples, scored in zip(failing, extra, extra_judged, strict=True):
             best = max(range(len(samples)), key=lambda k: scored[k][1])
-            if scored[best][1] > max(score for _, score in judged[i]):
+            if scored[best][1] > best_score[i]:
                 groups[i].append(samples[best])
                 judged[i].append(scored[best])
                 found += 1
