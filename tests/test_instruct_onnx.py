@@ -10,6 +10,7 @@ from tokenizers import Tokenizer
 
 from edge.errors import ArtifactError, ConfigError
 from edge.fileio import sha256_file
+from edge.instruct.grammar import TokenGrammar
 from edge.instruct.onnx_generator import OnnxGenerator, providers_for
 from edge.instruct.plan import parse_plan
 from edge.instruct.prompt import model_input
@@ -23,9 +24,7 @@ from training.rlhf.limits import limits_for
 from training.rlhf.model import load_model
 
 HELDOUT = "config/rlhf/heldout.jsonl"
-# four-step instructions; the test uses the first the model plans in full (which one depends on the trained weights:
-# RL's output is the SFT model's when no RL checkpoint beats it on validation)
-MULTI_STEP = (  # 4 steps asked: the test needs a plan of 2 or more segments from any of them
+MULTI_STEP = (  # four steps asked: the budget rule has to cut whatever the model plans for them
     "turn left 90 degrees, go forward 2 m, turn right, then go back 1 m",
     "go forward 1 m, then turn left 1.57 rad, then go forward 2 m, then turn right 1.57 rad",
     "first go forward 2 m, then turn right, then go back 1 m, then turn left",
@@ -81,21 +80,47 @@ def test_greedy_constrained_plans_match_transformers_on_the_held_out_set(hf, onn
     assert abs(acc["intent_accuracy"] - ref["intent_accuracy"]) <= 0.0102 and acc["json_valid_rate"] == 1.0
 
 
+def fewest_tokens(grammar: TokenGrammar, segments: int) -> int:
+    """The fewest tokens (EOS not counted) that spell a plan of at least `segments` segments in the grammar's
+    vocabulary: a breadth-first search over (DFA state, segments begun so far) with the tokens as edges."""
+    texts = dict(grammar.tokens)
+    start = (grammar.dfa.START, 0)
+    frontier, seen, depth = [start], {start}, 0
+    while frontier:
+        depth, reached = depth + 1, []
+        for state, begun in frontier:
+            for tid, nxt in grammar.next[grammar.row(state)].items():
+                node = (nxt, min(segments, begun + texts[tid].count("{")))
+                if nxt == grammar.dfa.FINAL and node[1] == segments:
+                    return depth
+                if nxt != grammar.dfa.FINAL and node not in seen:
+                    seen.add(node)
+                    reached.append(node)
+        frontier = reached
+    raise AssertionError(f"no plan of {segments} segments in this vocabulary")
+
+
 def test_both_runtimes_decode_with_the_same_grammar_and_the_budget_rule(hf, onnx, model_dir):
     _, tokenizer = load_model(model_dir)
     assert onnx._grammars.texts == token_texts(tokenizer)  # the vocabulary both lift the grammar to
     inputs = [model_input(text, None, number_slots=True) for text in MULTI_STEP]
     fulls = [c[0] for c in onnx.generate([i.prompt for i in inputs])]
-    segments = [len(parse_plan(fill_slots(f.text, i.numbers))) for i, f in zip(inputs, fulls, strict=True)]
-    longest = max(range(len(inputs)), key=segments.__getitem__)
-    assert segments[longest] >= 2, [f.text for f in fulls]
-    given, full = inputs[longest], fulls[longest]
-    # one token fewer than the plan took: the rule ends the plan a segment or more sooner, and it still parses
-    budget = len(full.token_ids) - 1
-    short = onnx.generate([given.prompt], max_new_tokens=budget)[0][0]
-    assert len(short.token_ids) <= budget and short.token_ids[-1] == onnx.eos
-    assert 1 <= len(parse_plan(fill_slots(short.text, given.numbers))) < segments[longest]
-    assert short == hf.generate([given.prompt], max_new_tokens=budget)[0][0]
+    for given, full in zip(inputs, fulls, strict=True):
+        assert full.token_ids[-1] == onnx.eos and parse_plan(fill_slots(full.text, given.numbers))
+    # per prompt, a budget that no plan of two segments fits (EOS included), whatever the model wants to write: the
+    # rule must end the plan after one segment, within the budget, and both runtimes must agree token for token
+    for given in inputs:
+        grammar = onnx._grammars.for_prompt(given.prompt)
+        budget = fewest_tokens(grammar, 2)
+        assert budget >= grammar.tokens_to_finish(grammar.dfa.START) + 1  # ... while a one-segment plan still fits
+        short = onnx.generate([given.prompt], max_new_tokens=budget)[0][0]
+        assert len(short.token_ids) <= budget and short.token_ids[-1] == onnx.eos, short
+        assert len(parse_plan(fill_slots(short.text, given.numbers))) == 1, short.text
+        assert short == hf.generate([given.prompt], max_new_tokens=budget)[0][0]
+    # one token less than the shortest plan needs: none fits, so the output is EOS alone (the parser refuses it)
+    none_fits = grammar.tokens_to_finish(grammar.dfa.START)
+    empty = onnx.generate([given.prompt], max_new_tokens=none_fits)[0][0]
+    assert empty.text == "" and empty == hf.generate([given.prompt], max_new_tokens=none_fits)[0][0]
 
 
 def test_sampling_is_seeded_and_stays_in_the_grammar(onnx):

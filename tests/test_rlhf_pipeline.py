@@ -60,6 +60,22 @@ def test_minimal_budget_runs_every_stage():
     assert state["finished"] and list(state["stages"]) == STAGES and state["config"]["budget"] == "minimal"
 
 
+def test_the_minimal_run_reaches_its_figures():
+    """What a cold minimal run trains on any machine, with margins its sample sizes support (measured on 2 cores, two
+    cold runs alike: held-out 80.8% of 99 lines for SFT and RLHF, unconstrained JSON 98%, fresh SFT examples 7 of
+    16, 145 rated pairs; docs/rlhf.md). Held-out at 65% is four standard errors of 99 lines below what was measured;
+    a model that had learnt nothing of the intents scores near 0 there."""
+    result = minimal_run()
+    e = result["eval"]
+    assert e["n"] == 99 and e["intent_accuracy_sft"] >= 0.65 and result["intent_accuracy_deployed"] >= 0.65, e
+    assert e["json_valid_rate_sft"] == 1.0 and e["json_valid_rate_unconstrained"] >= 0.9, e
+    run = Path(result["model_dir"]).parent
+    sft = json.loads((run / "sft" / "rlhf_sft.json").read_text())["stats"]
+    assert sft["fresh_sft_examples_unconstrained"]["json_valid_rate"] >= 0.9, sft
+    prefs = json.loads((run / "prefs" / "stage.json").read_text())["result"]
+    assert prefs["simulated"] >= 100, prefs  # the reward model's pairs (train + held-out; its own test pools them)
+
+
 def test_resume_redoes_only_the_interrupted_stage(tmp_path):
     done = minimal_run()
     run = tmp_path / "run"

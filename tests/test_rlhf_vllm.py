@@ -4,8 +4,10 @@ restarting it, and the engine must then agree with the trainer."""
 
 import pytest
 
+from edge.instruct.generator import Completion
 from edge.instruct.plan import parse_plan
 from edge.instruct.prompt import build_prompt
+from edge.instruct.slots import fill_slots
 from tests.rlhf_helpers import reward_dir, sft_dir
 from training.rlhf.config import RLConfig
 from training.rlhf.generation import HFGenerator
@@ -97,9 +99,10 @@ def test_micro_batches_bound_memory_and_leave_the_update_as_it_is(tmp_path):
 
 
 def test_a_group_that_finds_no_good_plan_explores_and_takes_its_best_find(tmp_path):
-    """Every group whose best plan scores below 1 draws 16 more samples; where one beats the group's best, it joins
-    the group (5 samples) and the update trains on it. The `sft` pool: phrasings the minimal model was trained on,
-    so some samples come near the intent."""
+    """A group none of whose plans scores `explore_below` draws `explore_samples` more; where one beats the group's
+    best, the best of them joins the group (5 samples). The groups are made to fail on purpose: their four samples
+    are text that is not a plan (score 0), so any exploration sample that moves the robot anywhere near the intent
+    beats them. The `sft` pool: phrasings the minimal model was trained on."""
     config = RLConfig(
         out=str(tmp_path / "rl"),
         model=str(sft_dir()),
@@ -110,12 +113,44 @@ def test_a_group_that_finds_no_good_plan_explores_and_takes_its_best_find(tmp_pa
         samples_per_prompt=4,
         explore_samples=16,
         explore_below=1.0,
-        learning_rate=3e-3,
+    )
+    trainer = RLTrainer(config)
+    try:
+        examples = trainer.corpus.examples(8)
+        inputs = trainer.model_inputs(examples)
+        not_a_plan = Completion("go", trainer.tokenizer("go")["input_ids"])
+        groups = [[not_a_plan] * 4 for _ in examples]
+        judged = trainer._judge(examples, inputs, groups)
+        assert judged == [[(0.0, 0.0)] * 4] * 8
+        explored, found = trainer._explore(0, examples, inputs, groups, judged, {"generation": 0.0, "reward": 0.0})
+    finally:
+        trainer.close()
+    assert explored == 8 and 1 <= found <= 8, (explored, found)
+    extended = [i for i, group in enumerate(groups) if len(group) == 5]
+    assert len(extended) == found and all(len(groups[i]) == 4 for i in set(range(8)) - set(extended))
+    for i in extended:
+        valid, score = judged[i][4]
+        assert valid == 1.0 and score > 0.0 and parse_plan(fill_slots(groups[i][4].text, inputs[i].numbers))
+        assert trainer._judge([examples[i]], [inputs[i]], [groups[i][4:]]) == [[judged[i][4]]]  # its own score
+
+
+def test_an_iteration_with_exploration_trains_on_the_groups_it_extended(tmp_path):
+    """The same through `step`: the samples trained on are the groups' 32 plus one per group exploration extended."""
+    config = RLConfig(
+        out=str(tmp_path / "rl"),
+        model=str(sft_dir()),
+        reward_model=str(reward_dir()),
+        engine="transformers",
+        pool="sft",
+        prompts_per_iteration=4,
+        samples_per_prompt=4,
+        explore_samples=4,
+        explore_below=1.0,
     )
     trainer = RLTrainer(config)
     try:
         stats = trainer.step(0)
     finally:
         trainer.close()
-    assert 1 <= stats["found"] <= stats["explored"] <= 8, stats
-    assert stats["samples"] == 32 + stats["found"]
+    assert 0 <= stats["found"] <= stats["explored"] <= 4, stats
+    assert stats["samples"] == 16 + stats["found"]

@@ -12,7 +12,7 @@ the weights go into a fresh LlamaForCausalLM without quantization_config (save_p
 model), saved as safetensors with the tokenizer and its chat template. The directory is built under a temporary
 name and renamed, and holds base.json: the GGUF's sha256 and every file's sha256. A cache built from another GGUF
 is rebuilt; one whose files no longer match base.json is refused (one line: remove it to convert again).
-Cache: $SIM2REAL_CACHE/bases/<name>, default ~/.cache/sim2real/bases/<name>.
+Cache: $SIM2REAL_CACHE/bases/<name>, default $XDG_CACHE_HOME/sim2real/bases/<name> (~/.cache when unset).
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ BASE_HELP = f"model SFT starts from: {SCRATCH} (the project's small model), {', 
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("SIM2REAL_CACHE") or Path.home() / ".cache" / "sim2real") / "bases"
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(os.environ.get("SIM2REAL_CACHE") or user_cache / "sim2real") / "bases"
 
 
 def resolve_base(base: str, cache: str | Path | None = None) -> Path | None:

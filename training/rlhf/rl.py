@@ -98,10 +98,7 @@ class RLTrainer:
         times = {}
         t0 = time.perf_counter()
         examples = self.corpus.examples(c.prompts_per_iteration)
-        inputs = [
-            model_input(screen_instruction(e.instruction, self.limits)[0], e.state, self.number_slots, self.chat_prompt)
-            for e in examples
-        ]
+        inputs = self.model_inputs(examples)
         prompts = [i.prompt for i in inputs]
         groups = self._sample(prompts, c.samples_per_prompt, c.seed + iteration)  # exploration may add one to a group
         times["generation"] = time.perf_counter() - t0
@@ -173,6 +170,13 @@ class RLTrainer:
         }
         self.history.append(stats)
         return stats
+
+    def model_inputs(self, examples: list) -> list:
+        """The policy's input for each corpus example: its instruction screened as the robot screens it."""
+        return [
+            model_input(screen_instruction(e.instruction, self.limits)[0], e.state, self.number_slots, self.chat_prompt)
+            for e in examples
+        ]
 
     def _sample(self, prompts: list[str], n: int, seed: int) -> list[list]:
         """n plans per prompt, sampled without the grammar (RL learns JSON validity) at the configured temperature."""
