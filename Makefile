@@ -13,8 +13,10 @@ loop: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/sim2real demo
 
+# one pytest process per core (a file's tests stay together, so its module fixtures are built once)
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 setup: $(STAMP)
 

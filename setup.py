@@ -87,6 +87,7 @@ EXTRAS = {
     "bench": ["gymnasium[mujoco]==1.4.0", "stable-baselines3==2.9.2", "envpool==1.2.5", *RLLIB],
     "dev": [
         "pytest>=8",
+        "pytest-xdist==3.8.0",  # `make test` runs the suite in two processes (one per core)
         "ruff==0.17.6",
         "import-linter==2.17",
         "hypothesis==6.170.15",  # property tests of every parser (tests/test_fuzz_parsers.py)

@@ -4,8 +4,9 @@ kept on disk (pytest's own cache is off here).
 
 The run directory is named by a hash of training/rlhf (less its user-interface modules), edge/instruct and
 config/rlhf, so a change to any makes a new run; an unchanged tree resumes the finished run (every stage skipped)
-in well under a second. A cold run takes about 1.5 minutes on 2 idle cores. EDGE_TEST_CACHE moves the cache
-(default: the system temporary directory).
+in well under a second. A cold run takes about 2 minutes on 2 idle cores. EDGE_TEST_CACHE moves the cache
+(default: the system temporary directory; `.ci/run` gives it an empty one). A file lock makes the test processes
+(pytest-xdist's workers) share one run: the first trains it, the others wait and resume it.
 The vLLM engine the run starts stays in the process (training.rlhf.engine.shared_engine) for the vLLM tests.
 """
 
@@ -18,6 +19,8 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = (ROOT / "training" / "rlhf", ROOT / "edge" / "instruct", ROOT / "config" / "rlhf")
@@ -37,7 +40,11 @@ def source_digest() -> str:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("EDGE_TEST_CACHE", tempfile.gettempdir())) / "edge-rlhf-tests"
+    return cache_dir() / "edge-rlhf-tests"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("EDGE_TEST_CACHE", tempfile.gettempdir()))
 
 
 @functools.cache
@@ -47,11 +54,16 @@ def minimal_run() -> dict:
 
     root = cache_root()
     out = root / f"minimal-{source_digest()}"
-    if root.is_dir():
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(root / f"{out.name}.lock"):
         for stale in root.iterdir():  # runs of older sources (an hour untouched: not another session's build)
-            if stale != out and time.time() - stale.stat().st_mtime > 3600:
+            if stale.name.startswith(out.name) or time.time() - stale.stat().st_mtime < 3600:
+                continue
+            if stale.is_dir():
                 shutil.rmtree(stale, ignore_errors=True)
-    return run_pipeline(out, robot="rover", budget="minimal", engine="vllm")
+            else:
+                stale.unlink(missing_ok=True)  # its lock
+        return run_pipeline(out, robot="rover", budget="minimal", engine="vllm")
 
 
 def sft_dir() -> Path:
@@ -71,8 +83,10 @@ def base_dir() -> Path:
     """The SmolLM2 base converted once (about 20 s) into EDGE_TEST_CACHE's edge-bases/ and reused by later runs."""
     from training.rlhf.base_model import resolve_base
 
-    cache = Path(os.environ.get("EDGE_TEST_CACHE", tempfile.gettempdir())) / "edge-bases"
-    return resolve_base("smollm2-135m-instruct", cache=cache)
+    cache = cache_dir() / "edge-bases"
+    cache.mkdir(parents=True, exist_ok=True)
+    with FileLock(cache / "convert.lock"):  # one conversion for every test process
+        return resolve_base("smollm2-135m-instruct", cache=cache)
 
 
 def update_mismatch(a: dict, b: dict, start: dict) -> float:

@@ -16,10 +16,15 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 
-def ros_env() -> dict[str, str]:
-    """Each test run gets its own DDS domain so parallel runs on one machine do not hear each other."""
+def ros_env(own: bool = False) -> dict[str, str]:
+    """Each test process gets its own DDS domain, so parallel runs on one machine and pytest-xdist's workers do not
+    hear each other (the worker number sets bits 1-2, so two workers never share one). `own`: a second domain of
+    this process's (bit 0), for a subprocess whose nodes must never answer this process's calls."""
     env = dict(os.environ)
-    env.setdefault("ROS_DOMAIN_ID", str(os.getpid() % 200 + 20))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    env.setdefault("ROS_DOMAIN_ID", str(20 + (os.getpid() % 25) * 8 + (worker % 4) * 2))
+    if own:
+        env["ROS_DOMAIN_ID"] = str(int(env["ROS_DOMAIN_ID"]) ^ 1)
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     return env
 

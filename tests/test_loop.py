@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 from sim2real.loop.stages import STAGE_NAMES
+from tests.rlhf_helpers import minimal_run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,14 +33,17 @@ def _env() -> dict:
     from tests.ros_helpers import ros_env
 
     # a DDS domain of its own: the loop's nodes must never answer another test's service calls
-    domain = str((int(ros_env()["ROS_DOMAIN_ID"]) + 100) % 200 + 20)
-    return {**os.environ, **ros_env(), "ROS_DOMAIN_ID": domain, "PYTHONPATH": str(REPO)}
+    return {**ros_env(own=True), "PYTHONPATH": str(REPO)}
 
 
 def test_loop_interrupted_resumed_reported(tmp_path):
     out = tmp_path / "loop"
+    # the instruction stage's pipeline resumes the session's finished minimal run (the same robot, budget, engine
+    # and sources; tests/test_rlhf_pipeline.py runs it and its resume): its stages are not trained a second time
+    shutil.copytree(Path(minimal_run()["model_dir"]).parent, out / "instruction")
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - the subprocess writes it
-    # 1. Ctrl-C (SIGINT to the process group, as a terminal sends it) while the instruction stage runs
+    # 1. Ctrl-C (SIGINT to the process group, as a terminal sends it) after the campaign gate: in the instruction
+    # stage or in the deploy stage's ROS nodes
     first = subprocess.Popen(
         _loop(out), cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
@@ -49,7 +54,7 @@ def test_loop_interrupted_resumed_reported(tmp_path):
             assert time.monotonic() < deadline, "the loop did not reach the campaign gate in time"
             time.sleep(1)
         assert _state(out)["stages"]["validate"]["result"]["verdict"] == "pass", _state(out)["stages"]["validate"]
-        time.sleep(5)  # into the instruction stage's work
+        time.sleep(5)  # into the next stages' work
         os.killpg(first.pid, signal.SIGINT)
         # at once, or at the latest when the running stage ends (a library may swallow the KeyboardInterrupt)
         assert first.wait(timeout=400) == 130, (tmp_path / "first.log").read_text()[-2000:]

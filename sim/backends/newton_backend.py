@@ -41,6 +41,7 @@ def _import_newton():
         import warp as wp
 
         wp.config.log_level = wp.LOG_ERROR  # before Warp initialises: no banner from every worker
+        wp.config.enable_backward = False  # the twin never differentiates: compile forward kernels only
         import newton
     except ImportError as e:
         raise ImportError(f"{INSTALL_HINT} ({e})") from None
