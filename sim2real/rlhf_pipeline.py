@@ -24,7 +24,9 @@ Budgets (config/rlhf/budgets.yaml; what a budget buys on a 2-core CPU; docs/rlhf
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,9 +55,32 @@ class BudgetEntry:
 
     settings: dict[str, dict] = setting({}, "per stage: overrides of config/rlhf/<stage>.yaml")
     expected_s: dict[str, float] = setting({}, "seconds each stage is expected to take", ge=0)
+    torch_threads: int = setting(
+        0, "torch's intra-op threads while the pipeline runs, whatever the process set before (0: every core)", ge=0
+    )
 
 
-def load_budgets(path: Path = BUDGETS_FILE) -> dict[str, Budget]:
+@dataclass(frozen=True)
+class RLHFBudget(Budget):
+    torch_threads: int = 0  # BudgetEntry.torch_threads
+
+
+@contextlib.contextmanager
+def torch_threads(count: int):
+    """torch's intra-op thread count for the block (0: every core), the caller's restored after it. A budget fixes
+    its own: the loop's PPO stage leaves 1, a bare process has every core, and a small model trains at its own
+    pace on one thread only (docs/rlhf.md)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(count or os.cpu_count() or 1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def load_budgets(path: Path = BUDGETS_FILE) -> dict[str, RLHFBudget]:
     """The budgets a YAML file names, checked (each stage's settings are checked again by the stage's config)."""
     raw = read_yaml_mapping(path, UserError, "RLHF budgets", "expected a mapping of budget names")
     budgets = {}
@@ -66,7 +91,7 @@ def load_budgets(path: Path = BUDGETS_FILE) -> dict[str, Budget]:
             raise UserError(
                 f"{path}: {name}: unknown stage(s) {', '.join(unknown)} (stages: {', '.join(PIPELINE.names)})"
             )
-        budgets[name] = Budget(name, entry.settings, entry.expected_s)
+        budgets[name] = RLHFBudget(name, entry.settings, entry.expected_s, entry.torch_threads)
     return budgets
 
 
@@ -106,7 +131,8 @@ def run_pipeline(
     if overrides:
         settings = {k: {**v, **overrides.get(k, {})} for k, v in chosen.settings.items()}
         chosen = dataclasses.replace(chosen, settings={**overrides, **settings})
-    with library_logs(out / LOG_FILE):  # the libraries' lines go to the run's log file, not the console
+    # the libraries' lines go to the run's log file, not the console
+    with library_logs(out / LOG_FILE), torch_threads(chosen.torch_threads):
         run = PIPELINE.open(out, record).execute(RLHFRun(robot, engine, policy), chosen, progress)
     e = run.results["eval"]
     rlhf = e["deployed"] == "rlhf"

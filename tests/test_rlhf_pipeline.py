@@ -2,6 +2,7 @@
 then resuming from a copy of it with one stage interrupted."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from safetensors.torch import load_file
 
 from sim2real.errors import UserError
-from sim2real.rlhf_pipeline import BUDGETS, PIPELINE, load_budgets, run_pipeline
+from sim2real.rlhf_pipeline import BUDGETS, PIPELINE, load_budgets, run_pipeline, torch_threads
 from tests.rlhf_helpers import minimal_run
 from training.rlhf.config import RLHF_CONFIG_DIR, SFTConfig, load_config
 
@@ -74,6 +75,28 @@ def test_the_minimal_run_reaches_its_figures():
     assert sft["fresh_sft_examples_unconstrained"]["json_valid_rate"] >= 0.9, sft
     prefs = json.loads((run / "prefs" / "stage.json").read_text())["result"]
     assert prefs["simulated"] >= 100, prefs  # the reward model's pairs (train + held-out; its own test pools them)
+
+
+def test_a_budget_sets_torch_threads_for_its_run_and_gives_the_callers_back():
+    """The figures of a run do not depend on what the process did before it (the loop's PPO stage leaves torch at
+    one thread): each budget names its thread count, the SFT stage records the count it trained with, and the
+    caller's count is restored after the run."""
+    import torch
+
+    sft = json.loads((Path(minimal_run()["sft_dir"]) / "rlhf_sft.json").read_text())["stats"]
+    assert sft["torch_threads"] == BUDGETS["minimal"].torch_threads == 1
+    assert BUDGETS["quick"].torch_threads == 1 and BUDGETS["full"].torch_threads == 0  # 0: every core
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with torch_threads(1):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with torch_threads(0):
+            assert torch.get_num_threads() == os.cpu_count()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_resume_redoes_only_the_interrupted_stage(tmp_path):

@@ -98,23 +98,30 @@ def test_micro_batches_bound_memory_and_leave_the_update_as_it_is(tmp_path):
     assert update_mismatch(whole, parts, load_file(sft_dir() / "model.safetensors")) < 1e-3
 
 
+def _exploring_trainer(tmp_path, prompts: int, explore_samples: int) -> RLTrainer:
+    """RL on the minimal SFT model (transformers generating), groups of 4, exploring every group below a perfect
+    score. The `sft` pool: phrasings the minimal model was trained on, so some samples come near the intent."""
+    return RLTrainer(
+        RLConfig(
+            out=str(tmp_path / "rl"),
+            model=str(sft_dir()),
+            reward_model=str(reward_dir()),
+            engine="transformers",
+            pool="sft",
+            prompts_per_iteration=prompts,
+            samples_per_prompt=4,
+            explore_samples=explore_samples,
+            explore_below=1.0,
+        )
+    )
+
+
 def test_a_group_that_finds_no_good_plan_explores_and_takes_its_best_find(tmp_path):
     """A group none of whose plans scores `explore_below` draws `explore_samples` more; where one beats the group's
     best, the best of them joins the group (5 samples). The groups are made to fail on purpose: their four samples
     are text that is not a plan (score 0), so any exploration sample that moves the robot anywhere near the intent
-    beats them. The `sft` pool: phrasings the minimal model was trained on."""
-    config = RLConfig(
-        out=str(tmp_path / "rl"),
-        model=str(sft_dir()),
-        reward_model=str(reward_dir()),
-        engine="transformers",
-        pool="sft",
-        prompts_per_iteration=8,
-        samples_per_prompt=4,
-        explore_samples=16,
-        explore_below=1.0,
-    )
-    trainer = RLTrainer(config)
+    beats them."""
+    trainer = _exploring_trainer(tmp_path, prompts=8, explore_samples=16)
     try:
         examples = trainer.corpus.examples(8)
         inputs = trainer.model_inputs(examples)
@@ -123,31 +130,20 @@ def test_a_group_that_finds_no_good_plan_explores_and_takes_its_best_find(tmp_pa
         judged = trainer._judge(examples, inputs, groups)
         assert judged == [[(0.0, 0.0)] * 4] * 8
         explored, found = trainer._explore(0, examples, inputs, groups, judged, {"generation": 0.0, "reward": 0.0})
+        assert explored == 8 and 1 <= found <= 8, (explored, found)
+        extended = [i for i, group in enumerate(groups) if len(group) == 5]
+        assert len(extended) == found and all(len(groups[i]) == 4 for i in set(range(8)) - set(extended))
+        for i in extended:
+            valid, score = judged[i][4]
+            assert valid == 1.0 and score > 0.0 and parse_plan(fill_slots(groups[i][4].text, inputs[i].numbers))
+            assert trainer._judge([examples[i]], [inputs[i]], [groups[i][4:]]) == [[judged[i][4]]]  # its own score
     finally:
         trainer.close()
-    assert explored == 8 and 1 <= found <= 8, (explored, found)
-    extended = [i for i, group in enumerate(groups) if len(group) == 5]
-    assert len(extended) == found and all(len(groups[i]) == 4 for i in set(range(8)) - set(extended))
-    for i in extended:
-        valid, score = judged[i][4]
-        assert valid == 1.0 and score > 0.0 and parse_plan(fill_slots(groups[i][4].text, inputs[i].numbers))
-        assert trainer._judge([examples[i]], [inputs[i]], [groups[i][4:]]) == [[judged[i][4]]]  # its own score
 
 
 def test_an_iteration_with_exploration_trains_on_the_groups_it_extended(tmp_path):
-    """The same through `step`: the samples trained on are the groups' 32 plus one per group exploration extended."""
-    config = RLConfig(
-        out=str(tmp_path / "rl"),
-        model=str(sft_dir()),
-        reward_model=str(reward_dir()),
-        engine="transformers",
-        pool="sft",
-        prompts_per_iteration=4,
-        samples_per_prompt=4,
-        explore_samples=4,
-        explore_below=1.0,
-    )
-    trainer = RLTrainer(config)
+    """The same through `step`: the samples trained on are the groups' 16 plus one per group exploration extended."""
+    trainer = _exploring_trainer(tmp_path, prompts=4, explore_samples=4)
     try:
         stats = trainer.step(0)
     finally:

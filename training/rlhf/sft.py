@@ -148,6 +148,7 @@ def train_sft(config: SFTConfig, on_step: Callable[[int, float], None] | None = 
         "final_loss": loss_value,
         "train_seconds": round(train_s, 1),
         "examples": len(data),
+        "torch_threads": torch.get_num_threads(),  # what train_seconds was measured with
         "parameters": sum(p.numel() for p in model.parameters()),
         "vocab": len(tokenizer),
         "number_slots": uses_number_slots(model.config),
