@@ -7,9 +7,10 @@ instruction model, both signed by a key the parameter file trusts. Ctrl-C ends e
 last segment finalised, and its MCAP is what ingest reads. A bad launch argument ends the launch non-zero with one
 ERROR line from the node.
 
-Wall time on 2 idle cores (the trained policy and the instruction model come from session fixtures shared with the
-closed-loop tests): colcon build 3 s; the robot launch 45 s; the software-in-the-loop launch 25 s; the five bad
-launches, run side by side, 15 s.
+Wall time on the 2-core machine, 2026-12-03, shared with another test run (load 1.7-3.3): colcon build 2-3 s; the
+robot launch 30-44 s; the software-in-the-loop launch 13-18 s; the five bad launches, side by side, 7 s: 50-70 s in
+all, plus the session's trained policy (40 s idle) and the RLHF pipeline's instruction model (cached on disk), both
+shared with the closed-loop tests.
 """
 
 import json
