@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.ros_helpers import launch_domain
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 APT_SETUP = Path("/opt/ros/jazzy/setup.bash")
@@ -49,11 +51,6 @@ def require_tools() -> str:
             pytest.fail(f"{why}; {REQUIRE}=1 requires them", pytrace=False)
         pytest.skip(why)
     return setup
-
-
-def domain_id(k: int) -> str:
-    """A DDS domain of this test run's own per launch (tests.ros_helpers' probe domain is pid % 200 + 20)."""
-    return str((os.getpid() + 17 * (k + 1)) % 200 + 20)
 
 
 class RosShell:
@@ -171,7 +168,7 @@ def _group_alive(pgid: int) -> bool:
 
 @contextmanager
 def ros_shell(setup: str, install: Path, k: int, log_dir: Path):
-    shell = RosShell(setup, install, domain_id(k), log_dir)
+    shell = RosShell(setup, install, launch_domain(k), log_dir)
     try:
         yield shell
     finally:

@@ -27,6 +27,7 @@ import yaml
 
 from edge import signing
 from edge.manifest import load_manifest
+from tests.ros_helpers import launch_domain
 from tests.ros_launch_helpers import (
     ROOT,
     colcon_workspace,
@@ -248,7 +249,7 @@ def test_bad_launch_arguments_end_the_launch_with_one_line(tools, install, signe
     runs = {}
     with ros_shell(tools, install, 2, tmp_path / "ros-logs") as sh:
         for k, (name, (launch_file, args, _, _)) in enumerate(cases.items()):
-            sh.env["ROS_DOMAIN_ID"] = str((int(sh.env["ROS_DOMAIN_ID"]) + 1) % 200 + 20)  # side by side: apart
+            sh.env["ROS_DOMAIN_ID"] = launch_domain(3 + k)  # side by side: apart
             cwd = tmp_path / f"case{k}"
             cwd.mkdir()
             sh.env["ROS_LOG_DIR"] = str(cwd / "ros-logs")
