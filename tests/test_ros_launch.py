@@ -75,9 +75,11 @@ def signed(trained_rover, tmp_path_factory):
 
 
 def robot_args(signed, namespace: str) -> str:
+    # sigterm_timeout (launch's own, default 5 s): on a loaded 2-core CI machine a node's clean exit after SIGINT
+    # can take longer, and launch would then SIGTERM it and report it dead; on the robot 5 s is plenty
     return (
         f"artifact:={signed.policy} namespace:={namespace} record:=true instructions:=true "
-        f"instruction_model:={signed.model} params_file:={signed.params}"
+        f"instruction_model:={signed.model} params_file:={signed.params} sigterm_timeout:=20"
     )
 
 
