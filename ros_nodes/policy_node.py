@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 
+import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
@@ -33,7 +34,7 @@ from ros_nodes.diagnostics import OK, WARN, LoopStatus, diagnostic_array
 from ros_nodes.joint_output import JointOutput
 from ros_nodes.params import declare, read
 from ros_nodes.policy_params import PolicyParams
-from ros_nodes.spin import init, spin, start
+from ros_nodes.spin import spin
 from ros_nodes.trigger import InstantTrigger
 
 
@@ -218,8 +219,8 @@ class PolicyNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    init(args)
-    node = start("policy_node", PolicyNode)
+    rclpy.init(args=args)
+    node = PolicyNode()
     if node.get_parameter("autostart").value and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
         node.trigger_activate()
     spin(node, node.get_parameter("executor").value)
