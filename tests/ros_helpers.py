@@ -18,8 +18,9 @@ from rclpy.node import Node
 
 def ros_env(own: bool = False) -> dict[str, str]:
     """Each test process gets its own DDS domain, so parallel runs on one machine and pytest-xdist's workers do not
-    hear each other (the worker number sets bits 1-2, so two workers never share one). `own`: a second domain of
-    this process's (bit 0), for a subprocess whose nodes must never answer this process's calls."""
+    hear each other: the process id picks a block of 8 domains, the worker two of them, so two workers of one run
+    never share one. `own`: this process's second domain, for a subprocess whose nodes must never answer this
+    process's calls."""
     env = dict(os.environ)
     worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
     env.setdefault("ROS_DOMAIN_ID", str(20 + (os.getpid() % 25) * 8 + (worker % 4) * 2))
