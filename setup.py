@@ -93,6 +93,8 @@ EXTRAS = {
         "hypothesis==6.170.15",  # property tests of every parser (tests/test_fuzz_parsers.py)
         "catkin_pkg>=1.0",
         "playwright==1.65.2",  # the preference page's browser test (drives Debian's chromium)
+        # `colcon build` as the robot builds the package (tests/test_ros_launch.py); it pins setuptools < 80
+        "colcon-common-extensions==0.3.0",
         *ROS_WHEELS,
     ],
 }
@@ -119,10 +121,10 @@ setup(
     entry_points={
         "console_scripts": [
             "sim2real = sim2real.cli:main",
-            "policy_node = ros_nodes.policy_node:main",
-            "sim_bridge_node = ros_nodes.sim_bridge_node:main",
-            "field_recorder = ros_nodes.field_recorder:main",
-            "instruction_node = ros_nodes.instruction_node:main",
+            "policy_node = ros_nodes.console:policy_node",
+            "sim_bridge_node = ros_nodes.console:sim_bridge_node",
+            "field_recorder = ros_nodes.console:field_recorder",
+            "instruction_node = ros_nodes.console:instruction_node",
         ],
     },
 )

@@ -155,6 +155,8 @@ def require_signed(artifact_dir: str | Path, trusted_keys: Iterable[str | Path],
     """Verify the artifact against the trusted public keys; return a one-line status for logs and diagnostics.
     With allow_unsigned (development only) a missing or bad signature is reported, not refused: the status then
     starts with WARN and the caller logs it as a warning."""
+    if not Path(artifact_dir).is_dir():  # a mistyped path is not an unsigned artifact (nor allowed as one)
+        raise ArtifactError(f"no such artifact directory: {artifact_dir}")
     try:
         trusted_keys = list(trusted_keys)
         if not trusted_keys:

@@ -31,6 +31,7 @@ from rosbags.typesys import Stores, get_typestore
 from ros_nodes.diagnostics import ERROR, OK, diagnostic_array
 from ros_nodes.qos import STATUS
 from ros_nodes.recovery import recover_partial_segments
+from ros_nodes.spin import ignore_interrupts, init, start
 
 # relative names: under a namespace (two robots on one DDS domain) each recorder logs only its own robot's topics
 DEFAULT_TOPICS = [
@@ -182,10 +183,10 @@ class FieldRecorder(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)  # installs SIGINT/SIGTERM handlers that shut the context down
+    init(args)  # rclpy's SIGINT/SIGTERM handlers shut the context down
     node = None
     try:
-        node = FieldRecorder()
+        node = start("field_recorder", FieldRecorder)
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
@@ -193,6 +194,7 @@ def main(args: list[str] | None = None) -> None:
         if node is not None or rclpy.ok():  # a bug; not a SIGINT that shut the context down during start-up
             raise
     finally:
+        ignore_interrupts()  # the last segment is finalised whatever signals follow
         if node is not None:
             node.close()
             node.destroy_node()

@@ -28,7 +28,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import String
 
-from edge.errors import ConfigError, UserFixableError
+from edge.errors import ConfigError
 from edge.fileio import atomic_write_bytes
 from edge.instruct.onnx_generator import BACKENDS, OnnxGenerator, providers_for
 from edge.instruct.plan import STOP, Plan, plan_to_dicts
@@ -38,6 +38,7 @@ from edge.instruct.safety import is_stop, limits_from_manifest, screen_instructi
 from edge.signing import require_signed, trusted_key_paths
 from ros_nodes import qos
 from ros_nodes.params import describe
+from ros_nodes.spin import ignore_interrupts, init, start
 
 
 class InstructionNode(Node):
@@ -218,18 +219,14 @@ class InstructionNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    try:
-        node = InstructionNode()
-    except (ValueError, OSError, UserFixableError) as e:  # bad parameter, model or artifact: one line
-        rclpy.logging.get_logger("instruction_node").error(f"cannot start: {e}")
-        rclpy.try_shutdown()
-        sys.exit(2)
+    init(args)
+    node = start("instruction_node", InstructionNode)  # a bad parameter, model or artifact: one line, exit 2
     try:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        ignore_interrupts()
         node.destroy_node()
         rclpy.try_shutdown()
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
@@ -34,7 +33,7 @@ from ros_nodes.diagnostics import OK, WARN, LoopStatus, diagnostic_array
 from ros_nodes.joint_output import JointOutput
 from ros_nodes.params import declare, read
 from ros_nodes.policy_params import PolicyParams
-from ros_nodes.spin import spin
+from ros_nodes.spin import init, spin, start
 from ros_nodes.trigger import InstantTrigger
 
 
@@ -219,8 +218,8 @@ class PolicyNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = PolicyNode()
+    init(args)
+    node = start("policy_node", PolicyNode)
     if node.get_parameter("autostart").value and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
         node.trigger_activate()
     spin(node, node.get_parameter("executor").value)

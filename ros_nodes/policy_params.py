@@ -49,6 +49,8 @@ class PolicyParams:
 
     def problem(self) -> str | None:
         """What configure refuses (None: nothing)."""
+        if self.backend not in BACKENDS:
+            return f"backend {self.backend!r}: use {', '.join(BACKENDS)}"
         if self.output_type not in OUTPUT_TYPES:
             return f"output_type {self.output_type!r}: use {' or '.join(OUTPUT_TYPES)}"
         if self.safe_mode not in ("", *SAFE_MODES):

@@ -35,6 +35,7 @@ from edge.manifest import SAFE_MODES
 from edge.observation import rotate_world_to_base
 from ros_nodes import qos
 from ros_nodes.params import describe
+from ros_nodes.spin import ignore_interrupts, init, start
 from sim.errors import SimError
 from sim.randomization import PhysicsParams, RandomizationConfig, fixed_params
 from sim.twin import BatchedTwin
@@ -233,13 +234,14 @@ class SimBridge(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = SimBridge()
+    init(args)
+    node = start("sim_bridge", SimBridge)  # a bad robot, field twin or safe mode: one line, exit 2
     try:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        ignore_interrupts()
         node.twin.close()
         node.destroy_node()
         rclpy.try_shutdown()

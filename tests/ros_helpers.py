@@ -16,18 +16,30 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 
+def _domain_block() -> int:
+    """The first of 16 DDS domains (20-211) this test process draws from: the process id picks the block, so
+    parallel runs on one machine rarely meet; inside a block, `ros_env` gives each pytest-xdist worker two (0-7)
+    and `launch_domain` eight more (8-15), so one run's workers never share a domain."""
+    return 20 + (os.getpid() % 12) * 16
+
+
 def ros_env(own: bool = False) -> dict[str, str]:
-    """Each test process gets its own DDS domain, so parallel runs on one machine and pytest-xdist's workers do not
-    hear each other: the process id picks a block of 8 domains, the worker two of them, so two workers of one run
-    never share one. `own`: this process's second domain, for a subprocess whose nodes must never answer this
-    process's calls."""
+    """This test process's DDS domain, discovery on localhost. `own`: its second domain, for a subprocess whose
+    nodes must never answer this process's calls."""
     env = dict(os.environ)
     worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
-    env.setdefault("ROS_DOMAIN_ID", str(20 + (os.getpid() % 25) * 8 + (worker % 4) * 2))
+    env.setdefault("ROS_DOMAIN_ID", str(_domain_block() + (worker % 4) * 2))
     if own:
         env["ROS_DOMAIN_ID"] = str(int(env["ROS_DOMAIN_ID"]) ^ 1)
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     return env
+
+
+def launch_domain(k: int) -> str:
+    """The k-th (0-7) of this process's domains for launches that run side by side: never one `ros_env` gives."""
+    if not 0 <= k < 8:
+        raise ValueError(f"launch domain {k}: 0-7")
+    return str(_domain_block() + 8 + k)
 
 
 class NodeProcess(subprocess.Popen):
