@@ -1,12 +1,13 @@
-"""SFT on the pretrained base: seconds per optimiser step of a full fine-tune against LoRA (peft), same batch of
-real demonstrations (the chat-template prompt and the plan, padded to the batch's longest), same run; and what
-the number format costs in tokens: plans written with slots (#1, #2, ...) and with plain numbers, under the base's
-tokenizer and the scratch model's.
+"""SFT on the pretrained base: seconds per optimiser step of each way to make it cheap (a full fine-tune, LoRA
+(peft), only the top decoder layers; the chat template's prompt or the plain one), on real demonstrations padded to
+the batch's longest, in one run; and what the number format and the prompt cost in tokens under the base's tokenizer
+and the scratch model's.
 
     python -m benchmarks.rlhf_sft_step [--quick] [--batch 8] [--steps 3]
 
-Each mode runs one warm-up step, then `--steps` timed ones (the mean is reported). The last line is the JSON
-figure: LoRA's step time with the full fine-tune's as the baseline.
+Each variant runs one warm-up step, then `--steps` timed ones (the mean is reported), on the same draw of
+demonstrations. The last line is the JSON figure: each variant's step time against the full fine-tune on the chat
+prompt (the anchor, measured beside them).
 """
 
 from __future__ import annotations
@@ -47,18 +48,31 @@ def _token_counts(examples: int) -> dict:
     chat = chat_prompt_of(base)
     prompts = [model_input(clean_instruction(e.instruction)[0], e.state, False, chat).prompt for e in corpus]
     out["base_prompt_chat"] = statistics.mean(len(base(p)["input_ids"]) for p in prompts)
+    plain_prompts = [model_input(clean_instruction(e.instruction)[0], e.state, False).prompt for e in corpus]
+    out["base_prompt_plain"] = statistics.mean(len(base(p)["input_ids"]) for p in plain_prompts)
     out["scratch_prompt_slots"] = statistics.mean(len(scratch(i.prompt)["input_ids"]) for i in slotted)
     return out
 
 
-def _step_seconds(finetune: str, batch: int, steps: int, seed: int = 0) -> tuple[float, int, int]:
+# (name, SFTConfig settings): the anchor first
+VARIANTS = (
+    ("full, chat prompt", {"finetune": "full"}),
+    ("LoRA r16, chat prompt", {"finetune": "lora"}),
+    ("full, plain prompt", {"finetune": "full", "chat_template": False}),
+    ("LoRA r16, plain prompt", {"finetune": "lora", "chat_template": False}),
+    ("top 8 layers, plain prompt", {"finetune": "top", "top_layers": 8, "chat_template": False}),
+    ("top 4 layers, plain prompt", {"finetune": "top", "top_layers": 4, "chat_template": False}),
+)
+
+
+def _step_seconds(settings: dict, batch: int, steps: int, seed: int = 0) -> tuple[float, int, int]:
     """(mean seconds per step, padded sequence length, trainable parameters)."""
     import torch
 
     from training.rlhf.config import SFTConfig
     from training.rlhf.sft import prepare, sft_step, trainable
 
-    config = SFTConfig(base="smollm2-135m-instruct", finetune=finetune, examples=256, device="cpu", seed=seed)
+    config = SFTConfig(base="smollm2-135m-instruct", examples=256, device="cpu", seed=seed, **settings)
     model, tokenizer, data = prepare(config)
     optim = torch.optim.AdamW(trainable(model), lr=1e-5)
     rng = random.Random(seed)
@@ -83,12 +97,17 @@ def main() -> None:
     args = p.parse_args()
     batch, steps = (4, 1) if args.quick else (args.batch, args.steps)
     tokens = _token_counts(200 if args.quick else 1000)
-    full_s, width, full_params = _step_seconds("full", batch, steps)
-    lora_s, _, lora_params = _step_seconds("lora", batch, steps)
-    load = os.getloadavg()[0]
-    print(f"SFT step on smollm2-135m-instruct, batch {batch} x ~{width} tokens, mean of {steps} (load {load:.2f})")
-    print(f"  full  {full_s:7.2f} s   {full_params:>12,} trainable parameters")
-    print(f"  LoRA  {lora_s:7.2f} s   {lora_params:>12,} trainable parameters")
+    loads = [os.getloadavg()[0]]
+    rows = []
+    for name, settings in VARIANTS:
+        rows.append((name, *_step_seconds(settings, batch, steps)))
+        loads.append(os.getloadavg()[0])
+    anchor = rows[0][1]
+    load = f"load {min(loads):.2f}-{max(loads):.2f}"
+    print(f"SFT step on smollm2-135m-instruct, batch {batch}, mean of {steps} after a warm-up ({load})")
+    print(f"  {'variant':28s} {'s/step':>7s} {'vs anchor':>9s} {'tokens':>6s} {'trainable':>13s}")
+    for name, seconds, width, params in rows:
+        print(f"  {name:28s} {seconds:7.2f} {anchor / seconds:8.2f}x {width:6d} {params:>13,}")
     print("mean tokens per plan (with end-of-sequence) and per prompt:")
     for k, v in tokens.items():
         print(f"  {k:18s} {v:6.1f}")
@@ -96,15 +115,16 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "rlhf_sft_step",
-                "lora_step_s": round(lora_s, 2),
-                "full_step_s": round(full_s, 2),
-                "baseline": "full fine-tune",
-                "ratio": round(full_s / lora_s, 2),
+                "baseline": rows[0][0],
+                "baseline_step_s": round(anchor, 2),
+                "variants": {
+                    name: {"step_s": round(sec, 2), "ratio": round(anchor / sec, 2), "seq_len": w, "trainable": p}
+                    for name, sec, w, p in rows
+                },
                 "batch": batch,
-                "seq_len": width,
                 "tokens": {k: round(v, 1) for k, v in tokens.items()},
                 "threads": torch.get_num_threads(),
-                "load_1min": round(load, 2),
+                "load_1min": [round(x, 2) for x in loads],
                 "quick": args.quick,
             }
         )

@@ -46,6 +46,9 @@ from training.rlhf.config import (
 )
 
 HELDOUT = RLHF_CONFIG_DIR / "heldout.jsonl"
+# instructions written the way different people talk (terse, polite, capitals, typos, "a bit", chains): scored
+# beside held-out, never trained or selected on (tests/test_phrasing_set.py)
+PHRASINGS = RLHF_CONFIG_DIR / "phrasings.jsonl"
 BUDGETS_FILE = RLHF_CONFIG_DIR / "budgets.yaml"
 
 
@@ -115,12 +118,13 @@ def run_pipeline(
     {model_dir (RL's output), sft_dir, reward_dir, deployed ("rlhf" or "sft": the gate's decision), deployed_dir,
     onnx_dir (the deployed model exported: what instruction_node runs), intent_accuracy (RLHF, held-out),
     intent_accuracy_sft, intent_accuracy_deployed, json_valid_rate_deployed, rl_checkpoint_iteration (what RL wrote:
-    0 is the SFT weights),
-    validation {set, n, intent_accuracy, intent_accuracy_sft}, json_valid_rate, win_rate_rm, win_rate_operator,
-    stages: {name: seconds}} (stage seconds as measured when the stage ran). `progress` gets the pipeline's fraction
-    done and a note such as "sft: step 120". `overrides`: per stage, settings on top of the budget's (e.g.
-    {"rl": {"advantage": "dr_grpo"}}). `policy`: the robot's policy artifact that executes the plans in its twin, for
-    a robot without the hand-written wheel controller (training.rlhf.execution)."""
+    0 is the SFT weights), validation {set, n, intent_accuracy, intent_accuracy_sft}, phrasings {set, n,
+    intent_accuracy, intent_accuracy_sft, json_valid_rate} (PHRASINGS), phrasings_accuracy_deployed, json_valid_rate,
+    win_rate_rm, win_rate_operator, stages: {name: seconds}} (stage seconds as measured when the stage ran).
+    `progress` gets the pipeline's fraction done and a note such as "sft: step 120". `overrides`: per stage,
+    settings on top of the budget's (e.g. {"rl": {"advantage": "dr_grpo"}}). `policy`: the robot's policy artifact
+    that executes the plans in its twin, for a robot without the hand-written wheel controller
+    (training.rlhf.execution)."""
     if budget not in BUDGETS:
         raise UserError(f"unknown RLHF budget {budget!r}: choose one of {', '.join(BUDGETS)}")
     if engine not in ENGINES:
@@ -143,6 +147,8 @@ def run_pipeline(
         "intent_accuracy_deployed": e["intent_accuracy" if rlhf else "intent_accuracy_sft"],
         "json_valid_rate_deployed": e["json_valid_rate" if rlhf else "json_valid_rate_sft"],
         "validation": e["validation"],
+        "phrasings": e["phrasings"],
+        "phrasings_accuracy_deployed": e["phrasings"]["intent_accuracy" if rlhf else "intent_accuracy_sft"],
         # 0: no RL checkpoint beat SFT on validation, so RL's output holds the SFT weights
         "rl_checkpoint_iteration": run.results["rl"].get("checkpoint_iteration"),
         "sft_dir": str(out / "sft"),
@@ -268,8 +274,9 @@ def _config(cls, stage: str, overrides: dict | None, **fixed):
 
 
 def _evaluate(model: Path, sft: Path, reward: Path, robot: str, policy: str | None = None) -> dict:
-    """RLHF and SFT models on the held-out set (greedy, constrained as deployed), win rates of RLHF over SFT, and
-    the gate: both on RL's validation split, RLHF deployed when it scores at least SFT's accuracy there."""
+    """RLHF and SFT models on the held-out set and the phrasing set (greedy, constrained as deployed), win rates of
+    RLHF over SFT, and the gate: both on RL's validation split, RLHF deployed when it scores at least SFT's accuracy
+    there."""
     from training.rlhf.evaluate import evaluate, load_eval_set, operator_win_rate, reward_model_win_rate, summarize
     from training.rlhf.generation import load_generator
     from training.rlhf.limits import limits_for
@@ -280,6 +287,8 @@ def _evaluate(model: Path, sft: Path, reward: Path, robot: str, policy: str | No
     ours, base = evaluate(rlhf_gen, items, limits), evaluate(sft_gen, items, limits)
     s, b = summarize(ours), summarize(base)
     free = summarize(evaluate(rlhf_gen, items, limits, constrained=False))
+    phrasings = load_eval_set(PHRASINGS)
+    said, said_sft = (summarize(evaluate(g, phrasings, limits)) for g in (rlhf_gen, sft_gen))
     split = load_eval_set(model / VALIDATION_FILE)
     val, val_sft = (summarize(evaluate(g, split, limits))["intent_accuracy"] for g in (rlhf_gen, sft_gen))
     return {
@@ -289,6 +298,13 @@ def _evaluate(model: Path, sft: Path, reward: Path, robot: str, policy: str | No
             "n": len(split),
             "intent_accuracy": val,
             "intent_accuracy_sft": val_sft,
+        },
+        "phrasings": {
+            "set": str(PHRASINGS),
+            "n": said["n"],
+            "intent_accuracy": said["intent_accuracy"],
+            "intent_accuracy_sft": said_sft["intent_accuracy"],
+            "json_valid_rate": said["json_valid_rate"],
         },
         "set": str(HELDOUT),
         "n": s["n"],

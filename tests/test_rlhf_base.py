@@ -79,8 +79,9 @@ def test_a_missing_wheel_or_directory_is_one_line(monkeypatch, tmp_path):
     with pytest.raises(BaseModelError, match="neither"):
         resolve_base(str(tmp_path / "nowhere"))
     assert resolve_base("scratch") is None
-    with pytest.raises(ConfigError, match="lora needs a pretrained base"):
-        prepare(SFTConfig(finetune="lora", examples=4))
+    for finetune in ("lora", "top"):
+        with pytest.raises(ConfigError, match=f"{finetune} needs a pretrained base"):
+            prepare(SFTConfig(finetune=finetune, examples=4))
 
 
 def test_transformers_and_vllm_give_the_same_greedy_tokens(base):
@@ -118,6 +119,31 @@ def test_lora_step_trains_only_the_adapters_and_the_merged_model_generates_the_s
     plain = HFGenerator(*load_model(tmp_path, device="cpu"))
     assert plain.chat_prompt == generator.chat_prompt and plain.number_slots is False
     assert _texts(plain.generate(prompts, **greedy)) == with_adapters
+
+
+def test_top_layers_step_trains_only_the_top_and_the_prompt_can_be_plain_or_short():
+    """finetune top: the embeddings (tied to the output layer) and the layers below keep every bit, the top layers
+    and the final norm train; chat_template false reads the plain prompt, system_prompt replaces the system turn."""
+    config = SFTConfig(
+        base=str(base_dir()), finetune="top", top_layers=2, examples=8, device="cpu", chat_template=False
+    )
+    model, tokenizer, data = prepare(config)
+    assert model.config.chat_prompt is None and tokenizer.decode(data[0][0]).startswith("state: ")
+    top = {f"model.layers.{k}." for k in (28, 29)}
+    trained = {k for k, v in model.named_parameters() if v.requires_grad}
+    assert trained == {k for k, _ in model.named_parameters() if k[:16] in top or k == "model.norm.weight"}
+    before = {k: v.clone() for k, v in model.named_parameters()}
+    optim = torch.optim.AdamW(trainable(model), lr=1e-2)
+    model.train()
+    sft_step(model, optim, data[:2], tokenizer.pad_token_id)
+    after = dict(model.named_parameters())
+    assert all(torch.equal(after[k], v) for k, v in before.items() if k not in trained)  # bit for bit
+    assert all(not torch.equal(after[k], before[k]) for k in trained if k.endswith("proj.weight"))
+    with pytest.raises(ConfigError, match="31: the model has 30 decoder layers"):
+        prepare(SFTConfig(base=str(base_dir()), finetune="top", top_layers=31, examples=2, device="cpu"))
+    short, tokenizer, data = prepare(SFTConfig(base=str(base_dir()), system_prompt="Plan robot moves.", examples=2))
+    assert short.config.chat_prompt.startswith("<|im_start|>system\nPlan robot moves.<|im_end|>")
+    assert tokenizer.decode(data[0][0]).startswith("<|im_start|>system\nPlan robot moves.")
 
 
 def test_the_sft_stage_on_the_base_writes_a_plain_model_directory(tmp_path):

@@ -36,6 +36,7 @@ from training.rlhf.corpus import (
     RATE_TIMED,
     REPEAT,
     SLOW,
+    SMALL_AMOUNT,
     SPEED_TIMED,
     STOP_PHRASES,
     SUFFIX,
@@ -108,6 +109,28 @@ def test_dfa_accepts_exactly_the_regex_language():
         good.replace('"duration_s":', '"duration_s":-'),
     ):
         assert dfa.walk(dfa.START, bad) != dfa.FINAL and not re.fullmatch(PLAN_REGEX, bad)
+
+
+@pytest.mark.parametrize("slots", [0, 2])
+def test_the_grammar_refuses_a_step_of_no_duration(slots):
+    """Both runtimes' grammars: the character DFA (transformers and the robot's ONNX Runtime, through TokenGrammar)
+    and the regex (vLLM's structured outputs) refuse a duration of 0 however it is written, and take any other."""
+    dfa, regex = PlanDFA(slots=slots), re.compile(plan_regex(slots))
+
+    def plan(duration: str) -> str:
+        return f'[{{"vx":1,"vy":0,"wz":0,"duration_s":{duration}}}]'
+
+    for zero in ("0", "0.0", "0.00"):
+        assert dfa.walk(dfa.START, plan(zero)) != dfa.FINAL and not regex.fullmatch(plan(zero)), zero
+    for positive in ("0.01", "0.1", "0.5", "0.05", "0.50", "1", "1.0", "2.5", "100", *(["#1", "#2"] if slots else [])):
+        assert dfa.walk(dfa.START, plan(positive)) == dfa.FINAL and regex.fullmatch(plan(positive)), positive
+    # token by token: after "duration_s":0 only "." may follow, after "0.0" only a digit above zero
+    pieces = [*"[]{},:-.#0123456789", '"vx":', '"vy":', '"wz":', '"duration_s":']
+    grammar, eos = TokenGrammar([*pieces, None], len(pieces), dfa), len(pieces)
+    for prefix, allowed in (("0", {"."}), ("0.", set("0123456789")), ("0.0", set("123456789"))):
+        state = dfa.walk(dfa.START, plan(prefix)[: -len("}]")])
+        tokens = grammar.next[grammar.row(state)]
+        assert {pieces[t] for t in tokens} == allowed and eos not in tokens, prefix
 
 
 def test_token_mask_keeps_every_walk_in_the_grammar_and_within_its_budget():
@@ -302,14 +325,16 @@ def test_a_repeated_step_is_its_plan_that_many_times():
         total = plan_metrics(e.plan)
         assert total["distance_m"] == pytest.approx(n * plan_metrics(one)["distance_m"])
         low, high = e.expect["angle_rad"]
-        assert low <= total["angle_rad"] <= high, e.instruction  # the intent is the whole repeated plan
+        angle = plan_metrics(clamp_plan(e.plan, LIMITS)[0])["angle_rad"]  # the intent is what the robot may do
+        assert low <= angle <= high, e.instruction  # the intent is the whole repeated plan
 
 
 _WORDS = "(?:one|two|three|four|five|six|seven|eight|nine|ten|[0-9.]+)"
+_SMALL = "|".join(SMALL_AMOUNT["all"])
 _SLOT = {
-    "d": rf"(?:{_WORDS} ?(?:m|cm|mm|meters?|metres?|centimeters|centimetres)|half a meter|a meter)",
+    "d": rf"(?:{_WORDS} ?(?:m|cm|mm|meters?|metres?|centimeters|centimetres)|half a meter|a meter|{_SMALL})",
     "t": rf"(?:{_WORDS} ?(?:s|sec|ms|seconds?)|a second)",
-    "a": r"(?:[0-9.]+ ?(?:degrees?|deg|rad|radians)|a quarter turn|a half turn|a full turn)",
+    "a": rf"(?:[0-9.]+ ?(?:degrees?|deg|rad|radians)|a quarter turn|a half turn|a full turn|{_SMALL})",
     "dir": "(?:left|right)",
     "cdir": "(?:counterclockwise|clockwise)",
     "vx": "-?[0-9.]+",
@@ -356,6 +381,9 @@ def _producible(text: str) -> bool:
     for c in CONNECT["all"]:
         for m in re.finditer(re.escape(c), text):
             if _producible(text[: m.start()]) and _producible(text[m.end() :]):
+                return True
+        for stop in STOP_PHRASES["all"]:  # a stop after the plan (STOP_ENDING_P)
+            if text.endswith(c + stop) and _producible(text[: -len(c + stop)]):
                 return True
     return False
 

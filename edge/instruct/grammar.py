@@ -53,16 +53,27 @@ class PlanDFA:
         return s
 
     def _number(self, s: int, signed: bool, follow: str) -> int:
-        """-?(0|[1-9]d{0,2})(.d{1,2})? (or -?#k) and then the `follow` character; returns the state after it."""
+        """-?(0|[1-9]d{0,2})(.d{1,2})? (or -?#k) and then the `follow` character; returns the state after it. An
+        unsigned number is a duration and must be above zero (plan.POSITIVE_NUMBER): a step of no duration is never
+        what a person means."""
         first = self._new()
         if signed:
             self.trans[s]["-"] = first
         zero, ints = self._new(), [self._new() for _ in range(3)]
         dot, f1, f2, after = self._new(), self._new(), self._new(), self._new()
         for start in (s, first):
-            self.trans[start]["0"] = zero
             for d in DIGITS[1:]:
                 self.trans[start][d] = ints[0]
+        if signed:
+            self.trans[s]["0"] = self.trans[first]["0"] = zero
+        else:  # 0.01 to 0.99: after "0." a zero needs a second, non-zero decimal
+            zero_dot, zero_f1 = self._new(), self._new()
+            self.trans[s]["0"] = self._new()
+            self.trans[self.trans[s]["0"]]["."] = zero_dot
+            self.trans[zero_dot]["0"] = zero_f1
+            for d in DIGITS[1:]:
+                self.trans[zero_dot][d] = f1
+                self.trans[zero_f1][d] = f2
         if self.slots:  # #1..#slots, after the sign if any
             hash_, slot = self._new(), self._new()
             self.trans[s]["#"] = self.trans[first]["#"] = hash_
@@ -74,7 +85,8 @@ class PlanDFA:
             self.trans[ints[1]][d] = ints[2]
             self.trans[dot][d] = f1
             self.trans[f1][d] = f2
-        ints.append(zero)
+        if signed:
+            ints.append(zero)
         for state in ints:
             self.trans[state]["."] = dot
         for state in (*ints, f1, f2):  # a number ends after a digit

@@ -22,14 +22,17 @@ FIELDS = ("vx", "vy", "wz", "duration_s")
 METRICS = ("vx", "vy", "wz", "duration_s", "distance_m", "angle_rad")
 MAX_SEGMENTS = 6  # longest plan the grammar allows; the corpus uses up to 6 (4 steps, a slow one in two halves)
 _UNUM = r"(0|[1-9]\d{0,2})(\.\d{1,2})?"  # JSON: no leading zeros
+# a duration: above zero, since a step of no duration is never what a person means ("FORWARD" planned as 0 s)
+POSITIVE_NUMBER = r"([1-9]\d{0,2}(\.\d{1,2})?|0\.(0[1-9]|[1-9]\d?))"
 
 
 def plan_regex(slots: int = 0) -> str:
     """The grammar as a regular expression (vLLM's structured outputs take it as it is); with `slots` > 0 a value
-    may also be a number slot #1..#slots (slots.py), a velocity also -#k."""
-    unum = f"({_UNUM}|#[1-{slots}])" if slots else _UNUM
-    num = "-?" + unum
-    segment = rf'\{{"vx":{num},"vy":{num},"wz":{num},"duration_s":{unum}\}}'
+    may also be a number slot #1..#slots (slots.py), a velocity also -#k. Durations are above zero."""
+    slot = f"|#[1-{slots}]" if slots else ""
+    num = f"-?({_UNUM}{slot})"
+    duration = f"({POSITIVE_NUMBER}{slot})"
+    segment = rf'\{{"vx":{num},"vy":{num},"wz":{num},"duration_s":{duration}\}}'
     return rf"\[{segment}(,{segment}){{0,{MAX_SEGMENTS - 1}}}\]"
 
 

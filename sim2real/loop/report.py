@@ -171,9 +171,10 @@ def _instruction(stages: dict, out: Path) -> str:
     ax.set_xticks([0.4, 2.4], labels)
     ax.set_ylim(0, 1.05)
     ax.legend(loc="lower right")
-    v = d.get("validation", {})
+    v, said = d.get("validation", {}), d.get("phrasings", {})
     rows = [
         ["intent accuracy (held-out)", d["intent_accuracy_sft"], d["intent_accuracy"]],
+        ["intent accuracy (phrasing set)", said.get("intent_accuracy_sft", "-"), said.get("intent_accuracy", "-")],
         ["intent accuracy (validation: the gate)", v.get("intent_accuracy_sft", "-"), v.get("intent_accuracy", "-")],
         ["JSON-valid rate", sft_valid, d["json_valid_rate"]],
         ["RLHF wins over SFT (reward model)", "-", d.get("win_rate_rm", "-")],

@@ -234,7 +234,8 @@ def instruction(ctx: StageContext) -> StageResult:
         gate = f"RLHF deployed ({scores})"
     figure = (
         f"held-out intent {100 * r['intent_accuracy_deployed']:.0f}% (floor {100 * floor:.0f}%; RLHF "
-        f"{100 * r['intent_accuracy']:.0f}%, SFT {100 * r['intent_accuracy_sft']:.0f}%); {gate}"
+        f"{100 * r['intent_accuracy']:.0f}%, SFT {100 * r['intent_accuracy_sft']:.0f}%), phrasing set "
+        f"{100 * r['phrasings_accuracy_deployed']:.0f}%; {gate}"
     )
     return StageResult(PASS if on_target else WARN, figure, r)
 

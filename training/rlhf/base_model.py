@@ -117,17 +117,17 @@ def _convert(name: str, source: Path, source_sha: str, out: Path) -> Path:
     os.environ["HF_HUB_OFFLINE"] = "1"  # everything is local: never ask the hub
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
     try:
-        # transformers' GGUF reader draws a tqdm bar of its own on stderr, past its logging switches: the console
-        # is the caller's, and the conversion is one step of theirs
+        # transformers' GGUF reader and its shard writer draw tqdm bars of their own on stderr, past its logging
+        # switches: the console is the caller's, and the conversion is one step of theirs
         with contextlib.redirect_stderr(io.StringIO()):
             tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
             quantised = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
-        config = quantised.config
-        del config.quantization_config  # save_pretrained refuses a GGUF-quantised model
-        model = LlamaForCausalLM(config)
-        model.load_state_dict(quantised.state_dict())  # every key matches (the embeddings are tied)
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+            config = quantised.config
+            del config.quantization_config  # save_pretrained refuses a GGUF-quantised model
+            model = LlamaForCausalLM(config)
+            model.load_state_dict(quantised.state_dict())  # every key matches (the embeddings are tied)
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
         record = {
             "name": name,
             "source": source.name,

@@ -26,7 +26,8 @@ ADVANTAGES = ("grpo", "dr_grpo")
 # the first is the default
 INSTRUCTION_BACKENDS = ("transformers", "vllm")
 REWARD_REFERENCES = ("sft", "none")
-FINETUNES = ("full", "lora")  # every weight trained, or low-rank adapters (peft) merged into the weights on save
+# every weight trained; low-rank adapters (peft) merged into the weights on save; or only the top decoder layers
+FINETUNES = ("full", "lora", "top")
 # how the model reads the instruction's numbers: auto is slots for the scratch model (its tokenizer has one token
 # per slot) and plain for a pretrained base (docs/rlhf.md has the token counts behind this choice)
 NUMBER_FORMATS = ("auto", "slots", "plain")
@@ -61,11 +62,30 @@ class SFTConfig:
     weight_decay: float = setting(0.01, "AdamW weight decay", ge=0)
     base: str = setting(SCRATCH, BASE_HELP)
     finetune: str = setting(
-        "full", "full: train every weight; lora: train adapters only (a pretrained base)", choices=FINETUNES
+        "full",
+        "full: train every weight; lora: train adapters only; top: train the top `top_layers` decoder layers and the "
+        "final norm only (both a pretrained base)",
+        choices=FINETUNES,
     )
     lora: LoRAConfig = field(default_factory=LoRAConfig)
+    top_layers: int = setting(
+        4,
+        "finetune top: decoder layers trained, counted from the top; the embeddings and the layers below stay frozen, "
+        "so the backward pass stops early",
+        ge=1,
+    )
     number_slots: str = setting(
         "auto", "numbers as slots #1, #2, ... or plain digits; auto: slots for scratch only", choices=NUMBER_FORMATS
+    )
+    chat_template: bool = setting(
+        True,
+        "a pretrained base reads the prompt as the user turn of its chat template; false: the plain prompt, as the "
+        "scratch model (30 tokens shorter on SmolLM2)",
+    )
+    system_prompt: str | None = setting(
+        None,
+        "the chat template's system turn; unset: the template's own (SmolLM2's: 'You are a helpful AI assistant "
+        "named SmolLM, trained by Hugging Face', 18 tokens)",
     )
     model: ModelConfig = field(default_factory=ModelConfig)
     device: str = setting("auto", DEVICE_HELP, choices=DEVICES)

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from edge.instruct.plan import MAX_SEGMENTS, STOP, Plan, Segment, plan_metrics
+from edge.instruct.plan import MAX_SEGMENTS, Plan, Segment, plan_metrics
 from edge.instruct.prompt import state_summary
 from edge.instruct.safety import MAX_INSTRUCTION_CHARS, PlanLimits, clamp_plan
 from training.rlhf.intent import Expect, Steps, around, step_groups
@@ -38,7 +38,7 @@ class Example:
     plan: Plan
     expect: Expect  # ranges over the whole plan
     state: str
-    steps: Steps | None = None  # ranges over each step (intent.step_groups), in order; None for a stop
+    steps: Steps | None = None  # ranges over each step (intent.step_groups), in order
 
 
 def _p(sft: list[str], rl: list[str]) -> dict[str, list[str]]:
@@ -257,6 +257,10 @@ SUFFIX = _p([" please", " now", ".", "!"], [" thanks", " asap", " for me", " rig
 # steps are joined by a made-up connector (", kabo "): a second clause after any word is a second step.
 UNKNOWN_VERB_P, UNKNOWN_FILLER_P, UNKNOWN_CONNECTOR_P = 0.2, 0.15, 0.15
 REPEAT_P = 0.06  # share of one-step instructions said to be done two or three times
+# "a bit": a small move or turn, a fixed amount (the plan is the same each time; people accept 0.1-0.5 m, 6-34 deg)
+SMALL_AMOUNT = _p(["a bit", "a little"], ["a little bit", "a touch"])
+SMALL_P, SMALL_DISTANCE_M, SMALL_ANGLE_RAD = 0.05, 0.3, 0.3
+STOP_ENDING_P = 0.07  # share of instructions that end in a stop ("go forward 1 m, then stand still"): no extra step
 PLAIN_VERBS = frozenset(
     {
         "go",
@@ -423,6 +427,9 @@ class CorpusGenerator:
     # ------------------------------------------------------------------ single steps
     def _move(self) -> _Step:
         rng, sign = self.rng, rng_sign(self.rng, 0.75)
+        if rng.random() < SMALL_P:
+            text = self._pick(MOVE[sign]).format(d=self._pick(SMALL_AMOUNT))
+            return _Step(text, [self._seg(sign * SPEED, t=SMALL_DISTANCE_M / SPEED)], False)
         d = rng.choice(DISTANCES_M)
         text = self._pick(MOVE[sign]).format(d=_distance_text(d, rng))
         if d <= 5 and rng.random() < 0.15:
@@ -445,6 +452,9 @@ class CorpusGenerator:
             text, rad = self._pick(TURN_DEFAULT).format(**words), math.radians(DEFAULT_TURN_DEG)
         elif r < 0.2:
             text, rad, sign = self._pick(TURN_AROUND), math.pi, 1
+        elif r < 0.2 + SMALL_P:
+            template = self.rng.choice([t for t in TURN[self.pool] if "a {a}" not in t])  # not "make a a bit turn"
+            text, rad = template.format(a=self._pick(SMALL_AMOUNT), **words), SMALL_ANGLE_RAD
         else:
             angle, rad = _angle_text(_sample_degrees(rng), rng)
             text = self._pick(TURN).format(a=angle, **words)
@@ -542,33 +552,31 @@ class CorpusGenerator:
 
     # ------------------------------------------------------------------ whole instructions
     def example(self) -> Example:
+        """One instruction and its plan. A stop command alone is never one: the screen (safety.is_stop) stops it
+        before any model sees it. A stop after a move ("... then stop") is, and adds no step: a plan ends at rest."""
         rng = self.rng
-        r = rng.random()
-        steps: list[_Step] = []
-        if r < 0.07:
-            text, plan, expect = self._pick(STOP_PHRASES), STOP, stop_expect()
-        else:
-            steps = [self._step() for _ in range(rng.choices([1, 2, 3, 4], [0.5, 0.28, 0.14, 0.08])[0])]
-            plan = tuple(s for step in steps for s in step.segments)
-            text = self._join([s.text for s in steps])
-            # a plan the robot would cut, or a text the screen would cut (room left for fillers): its first step
-            if (
-                sum(s.duration_s for s in plan) > self.limits.max_duration_s
-                or len(plan) > MAX_SEGMENTS
-                or len(text) > MAX_INSTRUCTION_CHARS - 40
-            ):
-                steps, plan, text = steps[:1], tuple(steps[0].segments), steps[0].text
-            if len(steps) == 1 and rng.random() < REPEAT_P:
-                steps = [self._repeated(steps[0])]
-                plan, text = tuple(steps[0].segments), steps[0].text
-            if len(steps) == 1 and rng.random() < 0.15:
-                text = self._pick(NEGATE).format(x=rng.choice(DISTRACTORS), y=text)
-            expect = intent_expect(
-                clamp_plan(plan, self.limits)[0],
-                all(s.timed for s in steps),
-                steps[0].fields if len(steps) == 1 else (),
-            )
-        if plan != STOP and self.made_up_words and rng.random() < UNKNOWN_FILLER_P:
+        steps = [self._step() for _ in range(rng.choices([1, 2, 3, 4], [0.5, 0.28, 0.14, 0.08])[0])]
+        plan = tuple(s for step in steps for s in step.segments)
+        text = self._join([s.text for s in steps])
+        # a plan the robot would cut, or a text the screen would cut (room left for fillers): its first step
+        if (
+            sum(s.duration_s for s in plan) > self.limits.max_duration_s
+            or len(plan) > MAX_SEGMENTS
+            or len(text) > MAX_INSTRUCTION_CHARS - 40
+        ):
+            steps, plan, text = steps[:1], tuple(steps[0].segments), steps[0].text
+        if len(steps) == 1 and rng.random() < REPEAT_P:
+            steps = [self._repeated(steps[0])]
+            plan, text = tuple(steps[0].segments), steps[0].text
+        if len(steps) == 1 and rng.random() < 0.15:
+            text = self._pick(NEGATE).format(x=rng.choice(DISTRACTORS), y=text)
+        if rng.random() < STOP_ENDING_P:
+            ending = self._pick(CONNECT) + self._pick(STOP_PHRASES)
+            if len(text + ending) <= MAX_INSTRUCTION_CHARS - 40:
+                text += ending
+        clamped = clamp_plan(plan, self.limits)[0]
+        expect = intent_expect(clamped, all(s.timed for s in steps), steps[0].fields if len(steps) == 1 else ())
+        if self.made_up_words and rng.random() < UNKNOWN_FILLER_P:
             text = self._with_unknown_filler(text)
         if rng.random() < 0.25:
             text = self._pick(PREFIX) + text
@@ -578,9 +586,7 @@ class CorpusGenerator:
         state = state_summary(
             rng.choice([0.2, 0.5, 1.0, -0.3]) if moving else 0.0, rng.choice([0.0, 0.5, -0.5]) if moving else 0.0
         )
-        return Example(
-            text, plan, expect, state, step_expects(clamp_plan(plan, self.limits)[0], steps) if steps else None
-        )
+        return Example(text, plan, expect, state, step_expects(clamped, steps))
 
     def _join(self, texts: list[str]) -> str:
         if len(texts) == 1:
@@ -626,6 +632,7 @@ def _corpus_words() -> frozenset[str]:
         NEGATE,
         PREFIX,
         SUFFIX,
+        SMALL_AMOUNT,
     )
     text = " ".join(p for t in tables for p in t["all"]) + " " + " ".join([*DISTRACTORS, *NUMBER_WORDS.values()])
     return frozenset(re.findall(r"[a-z]+", text))
@@ -633,11 +640,6 @@ def _corpus_words() -> frozenset[str]:
 
 def rng_sign(rng: random.Random, p_positive: float) -> int:
     return 1 if rng.random() < p_positive else -1
-
-
-def stop_expect() -> Expect:
-    z = (-0.01, 0.01)
-    return {"vx": z, "wz": z, "distance_m": z, "angle_rad": z}
 
 
 def intent_expect(plan: Plan, timed: bool, fields: tuple[str, ...] = ()) -> Expect:

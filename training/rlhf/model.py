@@ -104,14 +104,16 @@ def torch_device(name: str = "auto"):
     return torch.device("cuda" if name != "cpu" and torch.cuda.is_available() else "cpu")
 
 
-def chat_prompt_of(tokenizer) -> str | None:
+def chat_prompt_of(tokenizer, system: str | None = None) -> str | None:
     """The tokenizer's chat template rendered for one user turn and the assistant's reply (CHAT_SLOT where the
-    user's text goes; edge.instruct.prompt.in_chat fills it), None if it has no template."""
+    user's text goes; edge.instruct.prompt.in_chat fills it), None if it has no template. `system`: the system
+    turn's text (None: the template's own default, if it has one)."""
     if not getattr(tokenizer, "chat_template", None):
         return None
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": CHAT_SLOT}], tokenize=False, add_generation_prompt=True
-    )
+    turns = [{"role": "user", "content": CHAT_SLOT}]
+    if system is not None:
+        turns.insert(0, {"role": "system", "content": system})
+    text = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
     if text.count(CHAT_SLOT) != 1:
         raise ConfigError(f"the tokenizer's chat template does not place the user's text once: {text!r}")
     return text

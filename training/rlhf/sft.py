@@ -38,15 +38,20 @@ def prepare(config: SFTConfig) -> tuple[torch.nn.Module, object, list[Demonstrat
     """(model to train, tokenizer, encoded demonstrations): the scratch model with its new tokenizer, or the base
     (LoRA-wrapped for finetune lora) with its own; on config.device."""
     base = resolve_base(config.base)
-    if base is None and config.finetune == "lora":
-        raise ConfigError("finetune lora needs a pretrained base (--base); a scratch model is trained in full")
+    if base is None and config.finetune != "full":
+        raise ConfigError(
+            f"finetune {config.finetune} needs a pretrained base (--base); a scratch model is trained in full"
+        )
     examples = CorpusGenerator("sft", limits_for(config.robot), seed=config.seed).examples(config.examples)
     slots = config.number_slots == "slots" or (config.number_slots == "auto" and base is None)
     if base is None:
         chat = tokenizer = model = None
     else:
         model, tokenizer = load_model(base, device="cpu")
-        chat = chat_prompt(model.config) or chat_prompt_of(tokenizer)
+        # a model fine-tuned before keeps the prompt it learnt
+        chat = chat_prompt(model.config) or (
+            chat_prompt_of(tokenizer, config.system_prompt) if config.chat_template else None
+        )
         model.config.number_slots = slots
         model.config.chat_prompt = chat
     inputs = [
@@ -71,6 +76,8 @@ def prepare(config: SFTConfig) -> tuple[torch.nn.Module, object, list[Demonstrat
         raise ConfigError(
             f"an example has {too_long} tokens, more than the model's {model.config.max_position_embeddings} positions"
         )
+    if config.finetune == "top":
+        freeze_below(model, config.top_layers)
     if config.finetune == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -88,12 +95,34 @@ def prepare(config: SFTConfig) -> tuple[torch.nn.Module, object, list[Demonstrat
     return model.to(torch_device(config.device)), tokenizer, data
 
 
+def freeze_below(model, top_layers: int) -> None:
+    """Train only the top `top_layers` decoder layers and the final norm: the embeddings (tied to the output layer
+    in SmolLM2) and every layer below keep their weights, and autograd stops at the lowest trained layer."""
+    layers = model.get_decoder().layers
+    if top_layers > len(layers):
+        raise ConfigError(f"top_layers {top_layers}: the model has {len(layers)} decoder layers")
+    model.requires_grad_(False)
+    for module in (*layers[len(layers) - top_layers :], model.get_decoder().norm):
+        module.requires_grad_(True)
+
+
+def completion_loss(model, ids: torch.Tensor, attn: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the completion tokens, with the output layer applied at those positions only: the
+    prompt's positions (over half a demonstration) never pay for the vocabulary-wide logits (49k on SmolLM2)."""
+    lm = model.get_base_model() if hasattr(model, "get_base_model") else model  # through a peft wrapper
+    hidden = lm.get_decoder()(input_ids=ids, attention_mask=attn).last_hidden_state
+    target = labels[:, 1:]
+    at = target != -100
+    logits = lm.get_output_embeddings()(hidden[:, :-1][at])
+    return torch.nn.functional.cross_entropy(logits.float(), target[at])
+
+
 def sft_step(model, optim, batch: list[Demonstration], pad: int) -> float:
     """One optimiser step on a batch of demonstrations; returns the loss."""
     ids, attn = pad_right([b[0] for b in batch], pad)
     labels, _ = pad_right([b[1] for b in batch], -100)
     device = model.device
-    loss = model(input_ids=ids.to(device), attention_mask=attn.to(device), labels=labels.to(device)).loss
+    loss = completion_loss(model, ids.to(device), attn.to(device), labels.to(device))
     optim.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(trainable(model), 1.0)
