@@ -1,24 +1,26 @@
 """The robot's instruction runtime (ONNX Runtime, edge.instruct.onnx_generator) beside transformers' generate
-(training.rlhf.generation.HFGenerator) on the same model, in the same run: greedy constrained plans on the held-out
-set (how many are the same, intent accuracy of both) and the latency of one plan as instruction_node makes it
-(InstructionPlanner.plan, one instruction at a time, after one warm-up plan).
+(training.rlhf.generation.HFGenerator) on the same model, in the same run: greedy constrained plans on an eval set
+(how many are the same, intent accuracy of both) and the latency of one plan as instruction_node makes it
+(InstructionPlanner.plan, one instruction at a time, after one warm-up plan). With `--int8`, the same model exported
+with int8 weights (ONNX Runtime's dynamic quantisation) is a third row.
 
-Both run on one thread (torch.set_num_threads(1), ONNX Runtime intra-op 1). The model is exported to a temporary
-directory first (training.rlhf.export_onnx).
+Every generator runs on one thread (torch.set_num_threads(1), ONNX Runtime intra-op 1). The model is exported to a
+temporary directory first (training.rlhf.export_onnx).
 
-    python -m benchmarks.instruct_onnx --model runs/rlhf/rl [--quick]
+    python -m benchmarks.instruct_onnx --model runs/rlhf/rl [--set phrasings] [--int8] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-HELDOUT = Path(__file__).resolve().parents[1] / "config" / "rlhf" / "heldout.jsonl"
+SETS = Path(__file__).resolve().parents[1] / "config" / "rlhf"
 
 
 def _latency_ms(planner, items) -> list[float]:
@@ -34,7 +36,9 @@ def _latency_ms(planner, items) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="instruction model directory (Hugging Face format)")
-    parser.add_argument("--quick", action="store_true", help="latency on the first 30 held-out lines only")
+    parser.add_argument("--quick", action="store_true", help="latency on the first 30 lines only")
+    parser.add_argument("--set", default="heldout", choices=("heldout", "phrasings"), help="config/rlhf/<set>.jsonl")
+    parser.add_argument("--int8", action="store_true", help="also the export with int8 weights")
     parser.add_argument("--robot", default="rover", help="robot whose command limits clamp the plans")
     args = parser.parse_args()
 
@@ -49,49 +53,44 @@ def main() -> None:
     from training.rlhf.model import load_model
 
     torch.set_num_threads(1)
-    items, limits = load_eval_set(HELDOUT), limits_for(args.robot)
+    items, limits = load_eval_set(SETS / f"{args.set}.jsonl"), limits_for(args.robot)
+    timed = items[:30] if args.quick else items
+    rows = {}  # name -> (results, latencies in ms, export seconds)
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        export_instruction_model(args.model, tmp)
-        export_s = time.perf_counter() - start
-        onnx = OnnxGenerator(tmp, providers_for("cpu"), threads=1)
-        hf = HFGenerator(*load_model(args.model))
-        ours, theirs = evaluate(onnx, items, limits), evaluate(hf, items, limits)
-        timed = items[:30] if args.quick else items
-        latency = {
-            "onnx": _latency_ms(InstructionPlanner(onnx, limits), timed),
-            "hf": _latency_ms(InstructionPlanner(hf, limits), timed),
-        }
-    differ = [
-        (a.item.instruction, a.planned.output, b.planned.output)
-        for a, b in zip(ours, theirs, strict=True)
-        if a.planned.output != b.planned.output
-    ]
-    acc = {"onnx": summarize(ours)["intent_accuracy"], "hf": summarize(theirs)["intent_accuracy"]}
-    stats = {
-        k: {"p50": v[len(v) // 2], "p90": v[int(0.9 * len(v))], "max": v[-1], "mean": statistics.mean(v)}
-        for k, v in latency.items()
-    }
-    print(f"model {args.model}; export {export_s:.1f} s; held-out set {len(items)} lines, greedy, constrained")
-    print(f"{'generator':34s} {'accuracy':>8s} {'p50 ms':>7s} {'p90 ms':>7s} {'max ms':>7s} {'mean ms':>8s}")
-    for key, name in (("onnx", "ONNX Runtime (OnnxGenerator)"), ("hf", "transformers generate (HFGenerator)")):
-        s = stats[key]
-        print(f"{name:34s} {acc[key]:8.1%} {s['p50']:7.1f} {s['p90']:7.1f} {s['max']:7.1f} {s['mean']:8.1f}")
-    print(f"plans that differ: {len(differ)} of {len(items)}")
-    for instruction, a, b in differ:
-        print(f"  {instruction!r}\n    onnx {a}\n    hf   {b}")
+        generators = {"transformers generate (HFGenerator)": (HFGenerator(*load_model(args.model)), 0.0)}
+        for weights in ("float32", "int8") if args.int8 else ("float32",):
+            start = time.perf_counter()
+            export_instruction_model(args.model, Path(tmp) / weights, weights=weights)
+            onnx = OnnxGenerator(Path(tmp) / weights, providers_for("cpu"), threads=1)
+            generators[f"ONNX Runtime, {weights} weights"] = (onnx, time.perf_counter() - start)
+        for name, (generator, export_s) in generators.items():
+            planner = InstructionPlanner(generator, limits)
+            rows[name] = (evaluate(generator, items, limits), _latency_ms(planner, timed), export_s)
+    hf_name, float_name = list(rows)[:2]
+    reference = rows[hf_name][0]
+    print(f"model {args.model}; {args.set} set, {len(items)} lines, greedy, constrained; latency over {len(timed)}")
+    columns = ("accuracy", "differ", "p50 ms", "p90 ms", "mean ms", "export s")
+    print(f"{'generator':36s} " + " ".join(f"{c:>8s}" for c in columns))
+    figures = {}
+    for name, (results, ms, export_s) in rows.items():
+        differ = sum(a.planned.output != b.planned.output for a, b in zip(results, reference, strict=True))
+        acc = summarize(results)["intent_accuracy"]
+        p50, p90 = ms[len(ms) // 2], ms[int(0.9 * len(ms))]
+        print(f"{name:36s} {acc:8.1%} {differ:8d} {p50:8.1f} {p90:8.1f} {statistics.mean(ms):8.1f} {export_s:8.1f}")
+        figures[name] = {"intent_accuracy": round(acc, 4), "plans_differ": differ, "p50_ms": round(p50, 2)}
+    for a, b in zip(rows[float_name][0], reference, strict=True):
+        if a.planned.output != b.planned.output:
+            print(f"  {a.item.instruction!r}\n    onnx {a.planned.output}\n    hf   {b.planned.output}")
     print(
         json.dumps(
             {
                 "bench": "instruct_onnx",
+                "set": args.set,
                 "lines": len(items),
-                "plans_differ": len(differ),
-                "intent_accuracy_onnx": round(acc["onnx"], 4),
-                "intent_accuracy_hf": round(acc["hf"], 4),
-                "plan_p50_ms_onnx": round(stats["onnx"]["p50"], 2),
-                "plan_p50_ms_hf": round(stats["hf"]["p50"], 2),
+                "generators": figures,
                 "baseline": "transformers generate (HFGenerator), same model, same run",
-                "ratio": round(stats["hf"]["p50"] / stats["onnx"]["p50"], 2),
+                "ratio": round(figures[hf_name]["p50_ms"] / figures[float_name]["p50_ms"], 2),
+                "load_1min": round(os.getloadavg()[0], 2),
             }
         )
     )

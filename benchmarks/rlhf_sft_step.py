@@ -38,12 +38,13 @@ def _token_counts(examples: int) -> dict:
     corpus = CorpusGenerator("sft", seed=5).examples(examples)
     slotted = [model_input(clean_instruction(e.instruction)[0], e.state, True) for e in corpus]
     plain = [format_plan(e.plan) for e in corpus]
+    arrays = [format_plan(e.plan, "arrays") for e in corpus]
     with_slots = [to_slots(p, i.numbers, i.kinds) for p, i in zip(plain, slotted, strict=True)]
     _, base = load_model(resolve_base("smollm2-135m-instruct"), device="cpu")
     scratch = train_tokenizer((t for i, p in zip(slotted, with_slots, strict=True) for t in (i.prompt, p)), 512)
     out = {}
     for name, tok in (("base", base), ("scratch", scratch)):
-        for fmt, plans in (("slots", with_slots), ("plain", plain)):
+        for fmt, plans in (("slots", with_slots), ("plain", plain), ("arrays", arrays)):
             out[f"{name}_{fmt}"] = statistics.mean(len(encode_completion(tok, p)) for p in plans)
     chat = chat_prompt_of(base)
     prompts = [model_input(clean_instruction(e.instruction)[0], e.state, False, chat).prompt for e in corpus]
@@ -62,6 +63,10 @@ VARIANTS = (
     ("LoRA r16, plain prompt", {"finetune": "lora", "chat_template": False}),
     ("top 8 layers, plain prompt", {"finetune": "top", "top_layers": 8, "chat_template": False}),
     ("top 4 layers, plain prompt", {"finetune": "top", "top_layers": 4, "chat_template": False}),
+    (
+        "top 4 layers, plain, arrays",
+        {"finetune": "top", "top_layers": 4, "chat_template": False, "plan_format": "arrays"},
+    ),
 )
 
 

@@ -80,6 +80,20 @@ def test_greedy_constrained_plans_match_transformers_on_the_held_out_set(hf, onn
     assert abs(acc["intent_accuracy"] - ref["intent_accuracy"]) <= 0.0102 and acc["json_valid_rate"] == 1.0
 
 
+def test_int8_weights_export_smaller_and_plan_in_the_grammar(model_dir, exported, tmp_path):
+    """weights int8: dynamic quantisation after the float parity check; the manifest says so, the file is smaller,
+    and the robot's runtime loads it and plans in the grammar (its plans may differ from the float model's)."""
+    manifest = export_instruction_model(model_dir, tmp_path, weights="int8")
+    assert manifest["model"]["dtype"] == "int8" and manifest["model"]["sha256"] == sha256_file(tmp_path / "model.onnx")
+    assert (tmp_path / "model.onnx").stat().st_size < (exported / "model.onnx").stat().st_size
+    int8 = OnnxGenerator(tmp_path, providers_for("cpu"))
+    items, limits = load_eval_set(HELDOUT), limits_for("rover")
+    results = evaluate(int8, items, limits)
+    assert summarize(results)["json_valid_rate"] == 1.0
+    with pytest.raises(ArtifactError, match="weights must be one of float32, int8"):
+        export_instruction_model(model_dir, tmp_path / "x", weights="fp8")
+
+
 def fewest_tokens(grammar: TokenGrammar, segments: int) -> int:
     """The fewest tokens (EOS not counted) that spell a plan of at least `segments` segments in the grammar's
     vocabulary: a breadth-first search over (DFA state, segments begun so far) with the tokens as edges."""

@@ -5,12 +5,14 @@ the device setting. Only a few steps of the real base run here; the mechanics ne
 
 import json
 import os
+import re
 import shutil
 
 import pytest
 import torch
 
 from edge.instruct.onnx_generator import OnnxGenerator, providers_for
+from edge.instruct.plan import plan_regex
 from edge.instruct.prompt import build_prompt, in_chat
 from tests.rlhf_helpers import base_dir
 from training.errors import ConfigError
@@ -162,9 +164,10 @@ def test_the_sft_stage_on_the_base_writes_a_plain_model_directory(tmp_path):
     assert scorer.score_plans(["go forward 2 m"], [None], [plan]) == [0.0]
 
 
-def test_a_base_shaped_model_exports_for_the_robot(base, tmp_path):
+@pytest.mark.parametrize("form", ["objects", "arrays"])
+def test_a_base_shaped_model_exports_for_the_robot(base, tmp_path, form):
     """The export on a small Llama with the base's BPE tokenizer and chat prompt (the 30-layer base exports the
-    same way, only slower): the robot's runtime decodes what transformers decodes."""
+    same way, only slower): the robot's runtime decodes what transformers decodes, in the form the model writes."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     _, tokenizer = load_model(base, device="cpu")
@@ -180,17 +183,21 @@ def test_a_base_shaped_model_exports_for_the_robot(base, tmp_path):
         head_dim=64,
         max_position_embeddings=512,
         chat_prompt=chat_prompt_of(tokenizer),
+        plan_format=form,
     )
     torch.manual_seed(0)
     LlamaForCausalLM(small).save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
     manifest = export_instruction_model(tmp_path / "model", tmp_path / "onnx")
     assert manifest["chat_prompt"] == small.chat_prompt and manifest["number_slots"] is False
-    assert manifest["schema_version"] == 2  # a schema-1 runtime, which knows no chat prompt, refuses it
+    assert manifest["plan_format"] == form
+    assert manifest["schema_version"] == 3  # older runtimes, which know no chat prompt or plan form, refuse it
     onnx = OnnxGenerator(tmp_path / "onnx", providers_for("cpu"))
     hf = HFGenerator(*load_model(tmp_path / "model", device="cpu"))
     prompts = [in_chat(build_prompt(i), onnx.chat_prompt) for i in INSTRUCTIONS]
-    assert _texts(onnx.generate(prompts, max_new_tokens=40)) == _texts(hf.generate(prompts, max_new_tokens=40))
+    planned = _texts(onnx.generate(prompts, max_new_tokens=40))
+    assert planned == _texts(hf.generate(prompts, max_new_tokens=40))
+    assert all(re.fullmatch(plan_regex(form=form), text) for text, _ in planned)  # an untrained model, constrained
 
 
 @pytest.mark.skipif(CUDA, reason="checks the refusal on a machine without a GPU")

@@ -10,10 +10,12 @@ import pytest
 
 from edge.instruct.grammar import GrammarMask, PlanDFA, TokenGrammar
 from edge.instruct.plan import (
+    PLAN_FORMATS,
     PLAN_REGEX,
     STOP,
     PlanError,
     Segment,
+    _num,
     format_plan,
     parse_plan,
     plan_metrics,
@@ -89,36 +91,42 @@ def test_parse_rejects_what_is_not_a_plan(text):
         parse_plan(text)
 
 
-def test_dfa_accepts_exactly_the_regex_language():
-    dfa, rng = PlanDFA(), random.Random(0)
+@pytest.mark.parametrize("form", PLAN_FORMATS)
+def test_dfa_accepts_exactly_the_regex_language(form):
+    dfa, regex, rng = PlanDFA(form=form), plan_regex(form=form), random.Random(0)
     segs = [
         Segment(rng.choice([-1, 1]) * rng.uniform(0, 99), 0, rng.uniform(-9, 9), rng.uniform(0, 99)) for _ in range(7)
     ]
     for k in range(1, 8):
-        text = format_plan(segs[:k])
+        text = format_plan(segs[:k], form)
         accepted = dfa.walk(dfa.START, text) == dfa.FINAL
-        assert accepted == bool(re.fullmatch(PLAN_REGEX, text)) == (k <= 6)
-    good = format_plan(segs[:1])
+        assert accepted == bool(re.fullmatch(regex, text)) == (k <= 6)
+        if k <= 6:  # both forms say the same plan
+            assert parse_plan(text) == parse_plan(format_plan(segs[:k], PLAN_FORMATS[form == "objects"]))
+    good = format_plan(segs[:1], form)
     for cut in range(len(good)):  # every proper prefix is alive but not final
         assert dfa.walk(dfa.START, good[:cut]) not in (None, dfa.FINAL)
+    other = format_plan(segs[:1], PLAN_FORMATS[form == "objects"])
     for bad in (
-        good.replace("vx", "vX"),
+        other,  # the other form: a model writes one
         good + " ",
         good.replace(".", ",", 1),
-        good.replace('"vy":', '"vy":0'),
-        good.replace('"duration_s":', '"duration_s":-'),
+        good[:-2] + ",0" + good[-2:],  # a fifth value
+        good.replace(f"{_num(segs[0].duration_s)}]" if form == "arrays" else '"duration_s":', "-", 1),
+        good.replace("[", "(", 1),
     ):
-        assert dfa.walk(dfa.START, bad) != dfa.FINAL and not re.fullmatch(PLAN_REGEX, bad)
+        assert dfa.walk(dfa.START, bad) != dfa.FINAL and not re.fullmatch(regex, bad), bad
+    assert format_plan((Segment(0.5, 0, -1, 2), Segment(0, 0, 1, 1.57)), "arrays") == "[[0.5,0,-1,2],[0,0,1,1.57]]"
 
 
-@pytest.mark.parametrize("slots", [0, 2])
-def test_the_grammar_refuses_a_step_of_no_duration(slots):
+@pytest.mark.parametrize(("slots", "form"), [(0, "objects"), (2, "objects"), (0, "arrays")])
+def test_the_grammar_refuses_a_step_of_no_duration(slots, form):
     """Both runtimes' grammars: the character DFA (transformers and the robot's ONNX Runtime, through TokenGrammar)
     and the regex (vLLM's structured outputs) refuse a duration of 0 however it is written, and take any other."""
-    dfa, regex = PlanDFA(slots=slots), re.compile(plan_regex(slots))
+    dfa, regex = PlanDFA(slots=slots, form=form), re.compile(plan_regex(slots, form))
 
     def plan(duration: str) -> str:
-        return f'[{{"vx":1,"vy":0,"wz":0,"duration_s":{duration}}}]'
+        return f'[{{"vx":1,"vy":0,"wz":0,"duration_s":{duration}}}]' if form == "objects" else f"[[1,0,0,{duration}]]"
 
     for zero in ("0", "0.0", "0.00"):
         assert dfa.walk(dfa.START, plan(zero)) != dfa.FINAL and not regex.fullmatch(plan(zero)), zero
@@ -128,7 +136,7 @@ def test_the_grammar_refuses_a_step_of_no_duration(slots):
     pieces = [*"[]{},:-.#0123456789", '"vx":', '"vy":', '"wz":', '"duration_s":']
     grammar, eos = TokenGrammar([*pieces, None], len(pieces), dfa), len(pieces)
     for prefix, allowed in (("0", {"."}), ("0.", set("0123456789")), ("0.0", set("123456789"))):
-        state = dfa.walk(dfa.START, plan(prefix)[: -len("}]")])
+        state = dfa.walk(dfa.START, plan(prefix)[:-2])  # before the closing "}]" or "]]"
         tokens = grammar.next[grammar.row(state)]
         assert {pieces[t] for t in tokens} == allowed and eos not in tokens, prefix
 

@@ -17,19 +17,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from edge.instruct.plan import MAX_SEGMENTS
+from edge.instruct.plan import MAX_SEGMENTS, SEGMENT_PIECES, check_plan_format
 from edge.instruct.slots import slot_count
 
 DIGITS = "0123456789"
-FIELD_LITERALS = ('{"vx":', ',"vy":', ',"wz":', ',"duration_s":')
 
 
 class PlanDFA:
     """States are ints; `trans[s][ch]` is the next state. START before '[', FINAL after ']'. With `slots` > 0 a
-    value may also be a number slot #1..#slots (slots.py)."""
+    value may also be a number slot #1..#slots (slots.py); `form`: the plan's form (plan.PLAN_FORMATS)."""
 
-    def __init__(self, max_segments: int = MAX_SEGMENTS, slots: int = 0):
-        self.slots = slots
+    def __init__(self, max_segments: int = MAX_SEGMENTS, slots: int = 0, form: str = "objects"):
+        self.slots, self.form = slots, check_plan_format(form)
         self.trans: list[dict[str, int]] = []
         self.START = self._new()
         self.FINAL = self._new()
@@ -94,9 +93,10 @@ class PlanDFA:
         return after
 
     def _segment(self, s: int) -> int:
-        """Entered just before '{'; returns the state after '}'."""
-        s = self._literal(s, FIELD_LITERALS[0])
-        for i, nxt in enumerate((*FIELD_LITERALS[1:], "}")):
+        """Entered just before the segment; returns the state after it."""
+        before, close = SEGMENT_PIECES[self.form]
+        s = self._literal(s, before[0])
+        for i, nxt in enumerate((*before[1:], close)):
             s = self._number(s, signed=i < 3, follow=nxt[0])
             s = self._literal(s, nxt[1:])
         return s
@@ -189,14 +189,14 @@ class PlanGrammars:
     """A generator's grammars, one per number of slots a prompt has (a model without slots has one), each built when
     first needed and kept for the generator's life."""
 
-    def __init__(self, texts: Sequence[str | None], eos: int, number_slots: bool):
-        self.texts, self.eos, self.number_slots = list(texts), eos, number_slots
+    def __init__(self, texts: Sequence[str | None], eos: int, number_slots: bool, form: str = "objects"):
+        self.texts, self.eos, self.number_slots, self.form = list(texts), eos, number_slots, form
         self._by_slots: dict[int, TokenGrammar] = {}
 
     def for_prompt(self, prompt: str) -> TokenGrammar:
         slots = slot_count(prompt) if self.number_slots else 0
         if slots not in self._by_slots:
-            self._by_slots[slots] = TokenGrammar(self.texts, self.eos, PlanDFA(slots=slots))
+            self._by_slots[slots] = TokenGrammar(self.texts, self.eos, PlanDFA(slots=slots, form=self.form))
         return self._by_slots[slots]
 
 

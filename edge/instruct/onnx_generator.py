@@ -22,6 +22,7 @@ from edge.errors import ArtifactError
 from edge.instruct.generator import MAX_NEW_TOKENS, Completion
 from edge.instruct.grammar import GrammarMask, PlanGrammars, TokenGrammar
 from edge.instruct.onnx_manifest import INPUTS, LOGITS, cache_names, read_exported
+from edge.instruct.plan import plan_format_of
 from edge.instruct.prompt import chat_prompt
 from edge.providers import BACKENDS, providers_for
 
@@ -70,6 +71,7 @@ class OnnxGenerator:
         self.max_positions, self.batch_size = int(manifest["max_positions"]), batch_size
         self.number_slots = bool(manifest["number_slots"])
         self.chat_prompt = chat_prompt(manifest)  # absent in exports of models that read the plain prompt
+        self.plan_format = plan_format_of(manifest)  # absent in exports of models that write objects
         self.manifest = manifest
         special = set(manifest["special_ids"])
         texts = [
@@ -77,7 +79,7 @@ class OnnxGenerator:
             for i in range(self.tokenizer.get_vocab_size())
         ]
         texts += [None] * (int(manifest["vocab_size"]) - len(texts))  # logits rows no token has (padded embeddings)
-        self._grammars = PlanGrammars(texts, self.eos, self.number_slots)
+        self._grammars = PlanGrammars(texts, self.eos, self.number_slots, self.plan_format)
 
     def generate(
         self,

@@ -7,8 +7,10 @@ past.{i}.value per layer ([batch, kv_heads, past, head_dim] float32; past 0 on t
 [batch, seq, vocab] and present.{i}.key / present.{i}.value, the cache for the next step.
 
 Schema 2 adds `chat_prompt`: the model's rendered chat template (edge.instruct.prompt.in_chat), null for a model
-that reads the plain prompt. A schema-1 runtime refuses it rather than prompting a chat model wrongly; this
-runtime reads both (schema 1 has no chat prompt).
+that reads the plain prompt. A schema-1 runtime refuses it rather than prompting a chat model wrongly. Schema 3
+adds `plan_format` (edge.instruct.plan.PLAN_FORMATS): the form of JSON the model writes, which the grammar must
+follow; a schema-2 runtime refuses it rather than constraining an arrays model to objects. This runtime reads all
+three (schemas 1 and 2 write objects).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from edge.errors import ArtifactError
 from edge.fileio import atomic_write_bytes, sha256_bytes
 
 FORMAT = "edge-instruct-onnx"
-SCHEMA_VERSION = 2
-READABLE_SCHEMAS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_SCHEMAS = (1, 2, 3)
 MANIFEST_FILE = "manifest.json"
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"

@@ -1,18 +1,23 @@
 """Command plans: the instruction model's output, a list of constant-velocity segments.
 
-The strict grammar (what the model is trained to write and what constrained decoding enforces) is compact JSON
-with the keys in a fixed order and numbers of at most three integer digits and two decimals, written short, e.g.
-`[{"vx":0.5,"vy":0,"wz":0,"duration_s":2},{"vx":0,"vy":0,"wz":1,"duration_s":1.57}]`. Short numbers let the model
-copy an instruction's number as it is written ("2.5 m" at 1 m/s is a duration of 2.5).
-`parse_plan` accepts any JSON of that shape (spacing, key order, number format), so a plan written by hand or by
-another model parses too. Velocities follow ROS REP 103: vx forward, vy left (m/s), wz counter-clockwise = left
-(rad/s).
+The strict grammar (what the model is trained to write and what constrained decoding enforces) is compact JSON in
+one of two forms (PLAN_FORMATS), with numbers of at most three integer digits and two decimals, written short:
+- `objects`: the keys in a fixed order, e.g.
+  `[{"vx":0.5,"vy":0,"wz":0,"duration_s":2},{"vx":0,"vy":0,"wz":1,"duration_s":1.57}]`;
+- `arrays`: each segment as [vx, vy, wz, duration_s], e.g. `[[0.5,0,0,2],[0,0,1,1.57]]`: the same plan in 21 SmolLM2
+  tokens instead of 47 (the key names split into many tokens), so a pretrained base trains and plans twice as fast.
+Short numbers let the model copy an instruction's number as it is written ("2.5 m" at 1 m/s is a duration of 2.5).
+Durations are above zero. A model's config says which form it writes (`plan_format`; objects when absent).
+`parse_plan` accepts either form of any JSON of that shape (spacing, key order, number format), so a plan written by
+hand or by another model parses too. Velocities follow ROS REP 103: vx forward, vy left (m/s), wz counter-clockwise
+= left (rad/s).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,13 +31,35 @@ _UNUM = r"(0|[1-9]\d{0,2})(\.\d{1,2})?"  # JSON: no leading zeros
 POSITIVE_NUMBER = r"([1-9]\d{0,2}(\.\d{1,2})?|0\.(0[1-9]|[1-9]\d?))"
 
 
-def plan_regex(slots: int = 0) -> str:
+PLAN_FORMATS = ("objects", "arrays")
+# per form: the text before each of a segment's four values, and the text that closes the segment
+SEGMENT_PIECES = {
+    "objects": (('{"vx":', ',"vy":', ',"wz":', ',"duration_s":'), "}"),
+    "arrays": (("[", ",", ",", ","), "]"),
+}
+
+
+def check_plan_format(form: str) -> str:
+    if form not in PLAN_FORMATS:
+        raise PlanError(f"plan format must be one of {', '.join(PLAN_FORMATS)}, got {form!r}")
+    return form
+
+
+def plan_format_of(config) -> str:
+    """The form a model writes (its transformers config, config.json as a dict, or an exported manifest)."""
+    value = config.get("plan_format") if isinstance(config, dict) else getattr(config, "plan_format", None)
+    return check_plan_format(value or PLAN_FORMATS[0])
+
+
+def plan_regex(slots: int = 0, form: str = "objects") -> str:
     """The grammar as a regular expression (vLLM's structured outputs take it as it is); with `slots` > 0 a value
     may also be a number slot #1..#slots (slots.py), a velocity also -#k. Durations are above zero."""
     slot = f"|#[1-{slots}]" if slots else ""
     num = f"-?({_UNUM}{slot})"
     duration = f"({POSITIVE_NUMBER}{slot})"
-    segment = rf'\{{"vx":{num},"vy":{num},"wz":{num},"duration_s":{duration}\}}'
+    before, close = SEGMENT_PIECES[check_plan_format(form)]
+    values = (num, num, num, duration)
+    segment = "".join(re.escape(b) + v for b, v in zip(before, values, strict=True)) + re.escape(close)
     return rf"\[{segment}(,{segment}){{0,{MAX_SEGMENTS - 1}}}\]"
 
 
@@ -60,17 +87,19 @@ def _num(v: float) -> str:
     return "0" if text in ("-0", "") else text
 
 
-def format_plan(plan: Sequence[Segment]) -> str:
-    """The plan in the strict grammar (values rounded to 0.01, trailing zeros dropped)."""
-    segs = [
-        f'{{"vx":{_num(s.vx)},"vy":{_num(s.vy)},"wz":{_num(s.wz)},"duration_s":{_num(s.duration_s)}}}' for s in plan
-    ]
-    return "[" + ",".join(segs) + "]"
+def format_plan(plan: Sequence[Segment], form: str = "objects") -> str:
+    """The plan in the strict grammar, in `form` (PLAN_FORMATS; values rounded to 0.01, trailing zeros dropped)."""
+    before, close = SEGMENT_PIECES[check_plan_format(form)]
+    return (
+        "["
+        + ",".join("".join(b + _num(getattr(s, f)) for b, f in zip(before, FIELDS, strict=True)) + close for s in plan)
+        + "]"
+    )
 
 
 def parse_plan(text: str) -> Plan:
-    """A JSON list of 1..MAX_SEGMENTS objects with exactly the keys vx, vy, wz, duration_s (finite numbers,
-    duration >= 0). Raises PlanError otherwise."""
+    """A JSON list of 1..MAX_SEGMENTS segments, each an object with exactly the keys vx, vy, wz, duration_s or a
+    list of those four values in that order (finite numbers, duration >= 0). Raises PlanError otherwise."""
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, TypeError, RecursionError) as e:
@@ -79,9 +108,12 @@ def parse_plan(text: str) -> Plan:
         raise PlanError(f"a plan is a list of 1 to {MAX_SEGMENTS} segments")
     plan = []
     for i, seg in enumerate(data):
-        if not isinstance(seg, dict) or set(seg) != set(FIELDS):
-            raise PlanError(f"segment {i} must have exactly the keys {', '.join(FIELDS)}")
-        values = [seg[k] for k in FIELDS]
+        if isinstance(seg, list) and len(seg) == len(FIELDS):
+            values = seg
+        elif isinstance(seg, dict) and set(seg) == set(FIELDS):
+            values = [seg[k] for k in FIELDS]
+        else:
+            raise PlanError(f"segment {i} must have exactly the keys {', '.join(FIELDS)}, or be a list of their values")
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
             raise PlanError(f"segment {i} holds a value that is not a finite number")
         if values[3] < 0:

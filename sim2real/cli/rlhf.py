@@ -17,6 +17,7 @@ EXAMPLES = """the whole pipeline, resumable (SFT, preferences, reward model, RL,
 stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/):
   sim2real rlhf sft                                   # supervised fine-tuning of the SmolLM2 base (sft.yaml)
   sim2real rlhf sft --finetune lora --lora-r 16       # the same with LoRA adapters, merged on save
+  sim2real rlhf sft --finetune top --top-layers 8 --no-chat-template --plan-format arrays   # cheap on a CPU
   sim2real rlhf sft --base scratch                    # the project's own small model and tokenizer
   sim2real rlhf prefs                                 # candidate pairs + simulated operator's preferences
   sim2real rlhf prefs --pairs 0 --import ratings.jsonl  # add field-log ratings

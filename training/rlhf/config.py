@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from edge.config import load_dataclass, setting
+from edge.instruct.plan import PLAN_FORMATS
 from edge.resources import config_path
 from training.errors import ConfigError
 from training.rlhf.base_model import BASE_HELP, SCRATCH
@@ -76,6 +77,12 @@ class SFTConfig:
     )
     number_slots: str = setting(
         "auto", "numbers as slots #1, #2, ... or plain digits; auto: slots for scratch only", choices=NUMBER_FORMATS
+    )
+    plan_format: str = setting(
+        "objects",
+        'the plans\' JSON form: objects ({"vx":...}) or arrays ([vx,vy,wz,duration_s]: under half the tokens on '
+        "SmolLM2); arrays need plain numbers",
+        choices=PLAN_FORMATS,
     )
     chat_template: bool = setting(
         True,

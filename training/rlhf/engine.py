@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from edge.instruct.generator import MAX_NEW_TOKENS, Completion
-from edge.instruct.plan import plan_regex
+from edge.instruct.plan import plan_format_of, plan_regex
 from edge.instruct.prompt import chat_prompt
 from edge.instruct.slots import slot_count, uses_number_slots
 
@@ -56,6 +56,7 @@ class VLLMEngine:
         set_num_threads = torch.set_num_threads
         config = json.loads((Path(model_dir) / "config.json").read_text())
         self.number_slots, self.chat_prompt = uses_number_slots(config), chat_prompt(config)
+        self.plan_format = plan_format_of(config)
         self.llm = LLM(
             model=str(model_dir),
             seed=seed,
@@ -88,7 +89,7 @@ class VLLMEngine:
         def params(prompt: str) -> SamplingParams:
             slots = slot_count(prompt) if constrained and self.number_slots else 0
             if slots not in by_slots:
-                grammar = StructuredOutputsParams(regex=plan_regex(slots)) if constrained else None
+                grammar = StructuredOutputsParams(regex=plan_regex(slots, self.plan_format)) if constrained else None
                 by_slots[slots] = SamplingParams(
                     n=n,
                     temperature=temperature,
@@ -152,6 +153,7 @@ class RayVLLMEngines:
             ray.init()
         config = json.loads((Path(model_dir) / "config.json").read_text())
         self.number_slots, self.chat_prompt = uses_number_slots(config), chat_prompt(config)
+        self.plan_format = plan_format_of(config)
         actor = ray.remote(num_gpus=num_gpus)(VLLMEngine)
         self.engines = [actor.remote(str(model_dir), seed=seed + i) for i in range(num_engines)]
 

@@ -7,6 +7,11 @@ out; tokenizer.json, the tokenizer transformers itself ran (loadable with `token
 The export is checked before anything is written: the ONNX step must give the torch model's logits (a left-padded
 prompt, then one cached step) and the saved tokenizer the same token ids. Files are written atomically, the
 manifest last: a reader in between sees a hash mismatch and refuses, never a wrong pairing.
+
+`weights="int8"` quantises the checked float model with ONNX Runtime's dynamic quantisation (int8 weights of the
+MatMul and Gather ops, activations quantised at run time): a quarter of the bytes to stream per generated token,
+which is what a plan's latency on a CPU is made of for a 135M-parameter model. Its logits are no longer the torch
+model's to 1e-3: benchmarks.instruct_onnx measures what it costs in plans and accuracy.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from edge.instruct.onnx_manifest import (
     cache_names,
     write_manifest,
 )
+from edge.instruct.plan import plan_format_of
 from edge.instruct.prompt import build_prompt, chat_prompt, in_chat
 from edge.instruct.slots import uses_number_slots
 
@@ -39,8 +45,13 @@ PARITY_ATOL = 1e-3  # largest logit difference from the torch model the export a
 _PROBES = (build_prompt("go forward #1 m then turn left"), build_prompt("stop", "moving forward, turning left"))
 
 
-def export_instruction_model(model_dir: str | Path, out_dir: str | Path) -> dict:
-    """Write `out_dir`/{model.onnx, tokenizer.json, manifest.json}; return the manifest."""
+WEIGHTS = ("float32", "int8")
+
+
+def export_instruction_model(model_dir: str | Path, out_dir: str | Path, weights: str = "float32") -> dict:
+    """Write `out_dir`/{model.onnx, tokenizer.json, manifest.json}; return the manifest. `weights`: WEIGHTS."""
+    if weights not in WEIGHTS:
+        raise ArtifactError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
     from tokenizers import Tokenizer
 
     from training.rlhf.model import load_model
@@ -66,17 +77,19 @@ def export_instruction_model(model_dir: str | Path, out_dir: str | Path) -> dict
     ]:
         raise ArtifactError(f"{model_dir}: the saved tokenizer encodes differently from transformers'; not written")
     _check_parity(model, onnx_bytes, probe["input_ids"], probe["attention_mask"], cache)
+    if weights == "int8":
+        onnx_bytes = _quantized(onnx_bytes)
 
-    weights = sorted(Path(model_dir).glob("*.safetensors")) or sorted(Path(model_dir).glob("*.bin"))
+    weight_files = sorted(Path(model_dir).glob("*.safetensors")) or sorted(Path(model_dir).glob("*.bin"))
     manifest = {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
         "source_model": {
             "path": str(Path(model_dir).resolve()),
             "architecture": (cfg.architectures or [type(model).__name__])[0],
-            "weights_sha256": {w.name: sha256_file(w) for w in weights},
+            "weights_sha256": {w.name: sha256_file(w) for w in weight_files},
         },
-        "model": {"file": MODEL_FILE, "sha256": sha256_bytes(onnx_bytes), "opset": OPSET, "dtype": "float32"},
+        "model": {"file": MODEL_FILE, "sha256": sha256_bytes(onnx_bytes), "opset": OPSET, "dtype": weights},
         "tokenizer": {"file": TOKENIZER_FILE, "sha256": sha256_bytes(tokenizer_bytes)},
         "cache": cache,
         "vocab_size": cfg.vocab_size,
@@ -85,6 +98,7 @@ def export_instruction_model(model_dir: str | Path, out_dir: str | Path) -> dict
         "special_ids": sorted(set(tokenizer.all_special_ids)),
         "number_slots": uses_number_slots(cfg),
         "chat_prompt": chat_prompt(cfg),  # None: the plain prompt
+        "plan_format": plan_format_of(cfg),
         "max_positions": cfg.max_position_embeddings,
     }
     out = Path(out_dir)
@@ -153,6 +167,27 @@ def _export(model, cache: dict) -> bytes:
         data = path.read_bytes()
     onnx.checker.check_model(onnx.load_from_string(data), full_check=True)
     return data
+
+
+def _quantized(onnx_bytes: bytes) -> bytes:
+    """The model with int8 weights (onnxruntime.quantization.quantize_dynamic, which reads and writes files)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root, quiet = logging.getLogger(), logging.NullHandler()
+    level = root.level
+    # it advises pre-processing through the root logger on every call (logging.warning, which would also give the
+    # root logger a console handler for good): the caller's console is not its to use
+    root.setLevel(logging.ERROR)
+    root.addHandler(quiet)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            source, target = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
+            source.write_bytes(onnx_bytes)
+            quantize_dynamic(source, target, weight_type=QuantType.QInt8)
+            return target.read_bytes()
+    finally:
+        root.removeHandler(quiet)
+        root.setLevel(level)
 
 
 def _check_parity(model, onnx_bytes: bytes, ids: np.ndarray, mask: np.ndarray, cache: dict) -> None:

@@ -8,6 +8,7 @@ import torch
 
 from edge.instruct.generator import MAX_NEW_TOKENS, Completion, Generator
 from edge.instruct.grammar import PlanGrammars, TokenGrammar
+from edge.instruct.plan import plan_format_of
 from edge.instruct.prompt import chat_prompt
 from edge.instruct.slots import uses_number_slots
 from training.errors import ConfigError
@@ -22,11 +23,14 @@ class HFGenerator:
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.number_slots = uses_number_slots(model.config)
         self.chat_prompt = chat_prompt(model.config)
+        self.plan_format = plan_format_of(model.config)
         self._grammars: PlanGrammars | None = None  # built when first needed (unconstrained calls never need it)
 
     def _grammar(self, prompt: str) -> TokenGrammar:
         if self._grammars is None:
-            self._grammars = PlanGrammars(token_texts(self.tokenizer), self.tokenizer.eos_token_id, self.number_slots)
+            self._grammars = PlanGrammars(
+                token_texts(self.tokenizer), self.tokenizer.eos_token_id, self.number_slots, self.plan_format
+            )
         return self._grammars.for_prompt(prompt)
 
     @torch.no_grad()

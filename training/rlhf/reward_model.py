@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from edge.instruct.plan import PlanError, parse_plan, plan_metrics
+from edge.instruct.plan import PlanError, format_plan, parse_plan, plan_format_of, plan_metrics
 from edge.instruct.prompt import ModelInput, chat_prompt, model_input
 from edge.instruct.safety import clean_instruction
 from edge.instruct.slots import fill_slots, slot_spans, to_slots, uses_number_slots
@@ -55,6 +55,7 @@ class RewardScorer:
         self.model, self.reference, self.tokenizer = model, reference, tokenizer
         self.beta, self.batch_size, self.totals = beta, batch_size, totals
         self.number_slots = uses_number_slots(model.config)
+        self.plan_format = plan_format_of(model.config)
         self.chat_prompt = chat_prompt(model.config)
 
     @classmethod
@@ -87,7 +88,8 @@ class RewardScorer:
         inputs = [
             model_input(i, s, self.number_slots, self.chat_prompt) for i, s in zip(instructions, states, strict=True)
         ]
-        return self.encode(inputs, [to_slots(p, i.numbers, i.kinds) for i, p in zip(inputs, plans, strict=True)])
+        written = [format_plan(parse_plan(p), self.plan_format) for p in plans]  # in the form the model writes
+        return self.encode(inputs, [to_slots(p, i.numbers, i.kinds) for i, p in zip(inputs, written, strict=True)])
 
     def log_ratio(
         self,

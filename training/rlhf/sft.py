@@ -44,6 +44,8 @@ def prepare(config: SFTConfig) -> tuple[torch.nn.Module, object, list[Demonstrat
         )
     examples = CorpusGenerator("sft", limits_for(config.robot), seed=config.seed).examples(config.examples)
     slots = config.number_slots == "slots" or (config.number_slots == "auto" and base is None)
+    if slots and config.plan_format != "objects":
+        raise ConfigError(f"plan_format {config.plan_format} needs plain numbers (number_slots plain)")
     if base is None:
         chat = tokenizer = model = None
     else:
@@ -54,19 +56,21 @@ def prepare(config: SFTConfig) -> tuple[torch.nn.Module, object, list[Demonstrat
         )
         model.config.number_slots = slots
         model.config.chat_prompt = chat
+        model.config.plan_format = config.plan_format
     inputs = [
         model_input(clean_instruction(e.instruction)[0], e.state, slots, chat)  # as the planner will
         for e in examples
     ]
     prompts = [i.prompt for i in inputs]
     plans = [
-        to_slots(format_plan(e.plan), i.numbers, i.kinds) if slots else format_plan(e.plan)
+        to_slots(format_plan(e.plan), i.numbers, i.kinds) if slots else format_plan(e.plan, config.plan_format)
         for e, i in zip(examples, inputs, strict=True)
     ]
     if model is None:
         pairs = (t for pair in zip(prompts, plans, strict=True) for t in pair)
         tokenizer = train_tokenizer(pairs, config.model.vocab_size)
         model = new_model(tokenizer, config.model, seed=config.seed, number_slots=slots)
+        model.config.plan_format = config.plan_format
     data = []
     for prompt, plan in zip(prompts, plans, strict=True):
         p, c = tokenizer(prompt)["input_ids"], encode_completion(tokenizer, plan)
