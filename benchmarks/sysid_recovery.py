@@ -52,7 +52,7 @@ def field_run(artifact: Path, seconds: float, logs: Path, validated: bool = True
     from sim.robot import load_robot
     from sim2real.sil import run_sil
     from training.retrain.drift import field_kpis
-    from training.retrain.ingest import mcap_files, read_field_log
+    from training.retrain.ingest import log_files, read_field_log
 
     run_sil(
         str(artifact),
@@ -63,8 +63,8 @@ def field_run(artifact: Path, seconds: float, logs: Path, validated: bool = True
         allow_unsigned=True,
     )
     spec = load_robot(load_manifest(artifact).robot["name"])
-    kpis, episodes = field_kpis([read_field_log(f, list(spec.joints)) for f in mcap_files(logs)], robot_limits(spec))
-    return {**kpis, "episodes": episodes}
+    kpis = field_kpis([read_field_log(f, list(spec.joints)) for f in log_files(logs)], robot_limits(spec))
+    return {**kpis.means, "episodes": kpis.episodes}
 
 
 def untuned_finetune(artifact: Path, budget: str, root: Path) -> Path:

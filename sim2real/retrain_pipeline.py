@@ -40,11 +40,12 @@ EXPECTED_S = {
 class RetrainResult:
     triggered: bool
     reason: str  # the trigger decision in words (one line)
-    field_kpis: dict
+    field_kpis: dict  # the measured KPIs' means
     baseline_kpis: dict
     episodes: int
-    logs: list[dict]  # path, sha256, rows, damage
+    logs: list[dict]  # path, sha256, rows, damage, read_as (signal -> topic)
     drifted_kpis: list[str] = field(default_factory=list)
+    not_measured: dict = field(default_factory=dict)  # KPI -> why the logs cannot support it
     identified: dict = field(default_factory=dict)  # parameter -> value
     sysid_error_before: float | None = None
     sysid_error_after: float | None = None
@@ -71,7 +72,7 @@ class RetrainResult:
 class RetrainRun:
     """What the stages read: the inputs, resolved and checked once, and the open lineage registry."""
 
-    files: list[Path]  # the finalised MCAP logs
+    files: list[Path]  # the finalised field logs
     artifact: Path  # the deployed artifact the logs came from
     manifest: Any  # its edge.manifest.Manifest
     spec: Any  # its robot (sim.robot.load_robot)
@@ -85,6 +86,7 @@ class RetrainRun:
     say: Callable[[str], None]
     signing_key: Path | None = None  # promotion signs the new artifact with it (edge.signing)
     trusted_keys: tuple[Path, ...] = ()  # the deployed artifact verifies against these (default: signing_key's .pub)
+    topics: dict[str, str] = field(default_factory=dict)  # signal -> the logs' topic (trigger YAML, then --topic)
 
     @property
     def parent_sha(self) -> str:
@@ -108,6 +110,7 @@ def retrain(
     seed: int = 0,
     signing_key: Path | None = None,
     trusted_keys: Sequence[Path] = (),
+    topics: dict[str, str] | None = None,
 ) -> RetrainResult:
     """Decide from the field logs (a file, a directory of them, or a list of files) whether the deployed artifact
     needs retraining; if so (or with force) identify the twin, fine-tune, validate and promote.
@@ -117,18 +120,21 @@ def retrain(
     `progress`: the retraining's fraction done and a note. `log`: receives one human-readable line per finished
     stage. `show_progress`: the PPO progress bar. `signing_key`: promotion signs the new artifact with it.
     `trusted_keys`: the deployed artifact, when signed, must verify against them (default: signing_key's public
-    half) before its campaigns run.
+    half) before its campaigns run. `topics`: signal -> the topic the logs carry it on (training.retrain.ingest
+    ROLES), on top of the trigger policy's `topics`.
     """
     from edge.manifest import load_manifest
     from sim.robot import load_robot
-    from training.retrain.ingest import mcap_files
+    from training.retrain.drift import DEFAULT_TRIGGER, TriggerPolicy
+    from training.retrain.ingest import log_files
 
     artifact, out_dir = Path(artifact), Path(out_dir)
     cfg = RetrainConfig.from_yaml(config)
     plan = cfg.budget(budget)
-    files = sorted({f for p in ([logs] if isinstance(logs, str | Path) else logs) for f in mcap_files(p)})
+    topics = {**TriggerPolicy.from_yaml(trigger or DEFAULT_TRIGGER).topics, **(topics or {})}
+    files = sorted({f for p in ([logs] if isinstance(logs, str | Path) else logs) for f in log_files(p)})
     if not files:
-        raise UserError(f"no finalised MCAP field logs in {logs}")
+        raise UserError(f"no finalised field logs (.mcap, .db3, .bag) in {logs}")
     manifest = load_manifest(artifact)
     if not manifest.campaign_verdict or not manifest.campaign_verdict.get("kpi_means"):
         raise UserError(
@@ -160,8 +166,15 @@ def retrain(
             log or _quiet,
             None if signing_key is None else Path(signing_key),
             tuple(Path(k) for k in trusted_keys),
+            topics,
         )
-        record = {"logs": [str(f) for f in files], "artifact": str(artifact), "budget": plan.name, "force": force}
+        record = {
+            "logs": [str(f) for f in files],
+            "artifact": str(artifact),
+            "budget": plan.name,
+            "force": force,
+            "topics": topics,
+        }
         # the retraining budget's sizes, by the stage that reads them
         sizes = Budget(
             plan.name,
@@ -188,6 +201,7 @@ def _result(run: Run, retrain_id: int) -> RetrainResult:
         ingest["episodes"],
         ingest["logs"],
         decision["drifted"],
+        ingest.get("not_measured", {}),
         lineage_id=retrain_id,
         timings={name: run.seconds[name] for name in run.passed},
         out_dir=run.out,
@@ -215,7 +229,7 @@ def _finish(reg: Registry, result: RetrainResult, run: Run) -> RetrainResult:
 
 # ------------------------------------------------------------------------------------------------ stages
 def _ingest(ctx: StageContext) -> dict:
-    return ingest_logs(ctx.config.files, ctx.config.spec)
+    return ingest_logs(ctx.config.files, ctx.config.spec, ctx.config.topics)
 
 
 def _ingested(ctx: StageContext, ingest: dict) -> None:
@@ -224,13 +238,12 @@ def _ingested(ctx: StageContext, ingest: dict) -> None:
 
 
 def _decide(ctx: StageContext) -> dict:
-    from training.retrain.drift import DEFAULT_TRIGGER, TriggerPolicy, decide
+    from training.retrain.drift import DEFAULT_TRIGGER, FieldKpis, TriggerPolicy, decide
 
     run = ctx.config
     policy = TriggerPolicy.from_yaml(run.trigger or DEFAULT_TRIGGER)
     baseline = run.manifest.campaign_verdict["kpi_means"]
-    ingest = ctx.results["ingest"]
-    d = decide(ingest["field_kpis"], ingest["episodes"], baseline, policy)
+    d = decide(FieldKpis.from_ingest(ctx.results["ingest"]), baseline, policy)
     return {
         "retrain": d.retrain,
         "reason": d.summary(),
@@ -264,8 +277,15 @@ def _sysid(ctx: StageContext) -> dict:
 
     run, plan = ctx.config, ctx.settings
     windows = log_windows(
-        [read_field_log(f, list(run.spec.joints)) for f in run.files], plan.sysid.window_s, plan.sysid.windows
+        [read_field_log(f, list(run.spec.joints), topics=run.topics) for f in run.files],
+        plan.sysid.window_s,
+        plan.sysid.windows,
     )
+    if not windows:
+        raise UserError(
+            "no stretch of the logs to replay: system identification needs odom, joint_states and joint_commands "
+            "logged together"
+        )
     sysid_cfg = run.cfg.sysid_config(run.spec.name, plan, run.seed)
     r = identify(
         run.spec,

@@ -2,8 +2,8 @@
 
 A log counts as finalised when it sits in a rosbag2 directory with its metadata.yaml (field_recorder moves a
 segment out of .partial/ only once it is closed; `ros2 bag record` writes metadata.yaml on close) or, for a
-bare .mcap file, when its size and modification time have not changed for the debounce time. New logs are
-batched until none has arrived for the debounce time, then claimed in the registry's journal (by sha256) and
+bare file (.mcap, ROS 1 .bag), when its size and modification time have not changed for the debounce time. New
+logs are batched until none has arrived for the debounce time, then claimed in the registry's journal (by sha256) and
 processed as one retraining. On start, retrainings whose logs are claimed but not done (a crash) are finished
 first, in their own output directories, where every completed stage is skipped.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from edge.fileio import sha256_file
 from sim2real.retrain_pipeline import RetrainResult, retrain
-from training.retrain.ingest import mcap_files
+from training.retrain.ingest import log_files
 from training.retrain.registry import Registry
 
 
@@ -30,7 +30,7 @@ class WatchConfig:
 
 
 class LogScanner:
-    """Finalised MCAP files under a directory, with their sha256 (hashed once per file version)."""
+    """Finalised field logs under a directory, with their sha256 (hashed once per file version)."""
 
     def __init__(self, root: Path, debounce_s: float):
         self.root, self.debounce_s = Path(root), debounce_s
@@ -39,7 +39,7 @@ class LogScanner:
 
     def finalised(self) -> list[tuple[str, Path, int]]:
         now, out = time.monotonic(), []
-        for path in mcap_files(self.root) if self.root.is_dir() else []:
+        for path in log_files(self.root) if self.root.is_dir() else []:
             try:
                 st = path.stat()
             except FileNotFoundError:  # moved away between the listing and now
@@ -92,7 +92,7 @@ def watch(
     scanner = LogScanner(root, cfg.debounce_s)
     pending: set[str] = set()
     changed = idle_since = time.monotonic()
-    say(f"watching {root} for finalised MCAP logs (debounce {cfg.debounce_s:g} s)")
+    say(f"watching {root} for finalised field logs (debounce {cfg.debounce_s:g} s)")
     while cfg.max_batches is None or len(done) < cfg.max_batches:
         with Registry(registry) as reg:
             new = [(s, p, n) for s, p, n in scanner.finalised() if reg.log_state(s) is None]

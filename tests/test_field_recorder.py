@@ -48,7 +48,7 @@ def test_a_legged_robot_logs_its_foot_forces_and_field_analysis_scores_its_gait(
     from sim.gait import GRAVITY
     from sim.robot import load_robot
     from training.retrain.drift import ingest_logs
-    from training.retrain.ingest import mcap_files, read_field_log
+    from training.retrain.ingest import log_files, read_field_log
 
     out, spec = tmp_path / "logs", load_robot("quadruped")
     # no joint_commands: after cmd_timeout_s the bridge holds the default pose, so the robot stands on four feet
@@ -56,10 +56,10 @@ def test_a_legged_robot_logs_its_foot_forces_and_field_analysis_scores_its_gait(
         with node_process("ros_nodes.field_recorder", f"output_dir:={out}") as rec:
             assert rec.wait_for_output("recording /foot_forces"), rec.output
             time.sleep(2.0)
-    kpis = ingest_logs(mcap_files(out), spec)["field_kpis"]
+    kpis = ingest_logs(log_files(out), spec)["field_kpis"]
     assert kpis["duty_factor"] > 0.9, kpis  # four feet down: the twin's contacts came through DDS and MCAP
     assert kpis["trot_index"] == 0.0 and kpis["mean_air_time_s"] == 0.0, kpis
-    forces = read_field_log(mcap_files(out)[0], list(spec.joints), len(spec.feet)).foot_force[-25:]
+    forces = read_field_log(log_files(out)[0], list(spec.joints), len(spec.feet)).foot_force[-25:]
     weight = robot_limits(spec).mass_kg * GRAVITY
     assert forces.sum(axis=1).mean() == pytest.approx(weight, rel=0.1)  # standing still, the feet carry its weight
 
@@ -117,7 +117,7 @@ def _sequence_numbers(mcap_path: Path) -> list[int]:
 def test_sigkill_loses_only_the_open_chunk(tmp_path):
     """A recorder killed mid-recording: its next start recovers every message of the chunks it completed, once."""
     from tests.ros_helpers import probe_node
-    from training.retrain.ingest import mcap_files
+    from training.retrain.ingest import log_files
 
     out = tmp_path / "logs"
     args = (f"output_dir:={out}", "topics:=['/instruction']", "segment_s:=600.0")
@@ -136,7 +136,7 @@ def test_sigkill_loses_only_the_open_chunk(tmp_path):
             assert rec.wait_for_output("recovered", timeout=30), rec.output
     recovered = [p for p in out.iterdir() if p.name.endswith("-recovered")]
     assert len(recovered) == 1 and not any((out / ".partial").iterdir())
-    files = mcap_files(out)
+    files = log_files(out)
     assert next(recovered[0].glob("*.mcap")) in files  # ingest reads the recovered segment
     assert _sequence_numbers(next(recovered[0].glob("*.mcap"))) == flushed  # every flushed message, once
     with AnyReader([recovered[0]]) as reader:  # a finalised rosbag2 segment, metadata included

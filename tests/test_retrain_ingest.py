@@ -6,7 +6,7 @@ import pytest
 from sim.kpis import RobotLimits, episode_kpis
 from tests.field_logs import JOINTS, write_log
 from training.errors import TrainingError
-from training.retrain.ingest import command_issue_times, mcap_files, read_field_log
+from training.retrain.ingest import command_issue_times, log_files, read_field_log
 
 SCRIPT = [(3.0, 0.5, 0.0, 0.0), (3.0, 0.0, 0.0, 0.8), (2.0, 0.3, 0.0, -0.5)]
 LIMITS = RobotLimits(np.full(2, -np.inf), np.full(2, np.inf), np.full(2, 8.0), 0.8, 0.05)
@@ -54,9 +54,9 @@ def test_partial_segments_are_skipped(tmp_path):
     write_log(tmp_path / "field_1" / "field_1.mcap", SCRIPT)
     (tmp_path / ".partial" / "field_2").mkdir(parents=True)
     write_log(tmp_path / ".partial" / "field_2" / "field_2.mcap", SCRIPT)
-    assert [p.name for p in mcap_files(tmp_path)] == ["field_1.mcap"]
+    assert [p.name for p in log_files(tmp_path)] == ["field_1.mcap"]
     with pytest.raises(TrainingError, match="no field log"):
-        mcap_files(tmp_path / "missing")
+        log_files(tmp_path / "missing")
 
 
 def test_commands_are_attributed_to_the_states_they_answered():
@@ -108,21 +108,22 @@ def test_foot_forces_give_the_gait_kpis_of_field_analysis(tmp_path):
     walk = [(4.0, 0.5, 0.0, 0.0)]
     log = read_field_log(write_log(tmp_path / "trot.mcap", walk, foot_forces=trot), JOINTS, feet=4)
     assert log.foot_force.shape == (200, 4)
-    kpis, episodes = field_kpis([log], LIMITS)
-    assert episodes == 1
+    kpis = field_kpis([log], LIMITS)
+    assert kpis.episodes == 1
+    kpis = kpis.means
     assert kpis["trot_index"] == pytest.approx(1.0)
     assert kpis["duty_factor"] == pytest.approx(0.5, abs=0.01)
     assert kpis["mean_air_time_s"] == pytest.approx(0.2)  # completed flights of 10 steps at 50 Hz
     assert "foot_slip_m_s" not in kpis  # foot speeds are not measured on a robot
 
     stand = read_field_log(write_log(tmp_path / "stand.mcap", walk, foot_forces=lambda _: [60.0] * 4), JOINTS, feet=4)
-    kpis, _ = field_kpis([stand], LIMITS)
+    kpis = field_kpis([stand], LIMITS).means
     assert (kpis["duty_factor"], kpis["trot_index"], kpis["mean_air_time_s"]) == (1.0, 0.0, 0.0)
 
     # a rover log, a reader that expects no feet, or forces of another foot count: no gait KPIs, no error
     assert (
         "trot_index"
-        not in field_kpis([read_field_log(write_log(tmp_path / "r.mcap", walk), JOINTS, feet=4)], LIMITS)[0]
+        not in field_kpis([read_field_log(write_log(tmp_path / "r.mcap", walk), JOINTS, feet=4)], LIMITS).means
     )
     assert read_field_log(tmp_path / "trot.mcap", JOINTS).foot_force is None
     assert read_field_log(tmp_path / "trot.mcap", JOINTS, feet=3).foot_force is None

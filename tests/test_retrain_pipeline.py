@@ -60,7 +60,7 @@ def field_logs(deployed, tmp_path_factory):
 def _field_ang(artifact: Path, where: Path) -> float:
     spec = load_robot("rover")
     log = read_field_log(write_twin_log(where, artifact, HIDDEN, SCRIPT), list(spec.joints))
-    return field_kpis([log], robot_limits(spec))[0]["tracking_error_ang"]
+    return field_kpis([log], robot_limits(spec)).means["tracking_error_ang"]
 
 
 @pytest.fixture(scope="module")

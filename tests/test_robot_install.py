@@ -13,7 +13,7 @@ import yaml
 
 from sim2real.sil import run_sil
 from tests.package_info import setup_constants
-from training.retrain.ingest import mcap_files, read_field_log
+from training.retrain.ingest import log_files, read_field_log
 
 ROOT = Path(__file__).resolve().parents[1]
 # the training side's packages: the robot footprint does not even install them (our own sim, training and sim2real
@@ -80,7 +80,7 @@ def test_installed_robot_nodes_drive_the_twin_over_dds(robot_python, trained_rov
     (entry,) = sil["instructions"]
     assert entry["valid"] and entry["plan"], entry
     assert sil["falls"] == 0 and sil["tracking_error_lin"] < 0.15, sil  # the policy tracked the plan's commands
-    files = mcap_files(logs)
+    files = log_files(logs)
     assert files
     log = read_field_log(files[0], ["left_wheel_joint", "right_wheel_joint"])
     assert len(log.t) > 100 and not log.damage  # the recorder's MCAP reads

@@ -35,7 +35,7 @@ from tests.ros_launch_helpers import (
     require_tools,
     ros_shell,
 )
-from training.retrain.ingest import mcap_files, read_field_log
+from training.retrain.ingest import log_files, read_field_log
 
 ROBOT_NODES = ("policy_node", "field_recorder", "instruction_node")
 VX = 0.5  # the /cmd_vel step the robot must track (m/s)
@@ -108,7 +108,7 @@ def field_log(directory: Path, artifact: Path, ns: str) -> dict[str, list]:
 
     partial = directory / ".partial"
     assert not (partial.exists() and any(partial.iterdir())), list(partial.iterdir())
-    files = mcap_files(directory)
+    files = log_files(directory)
     assert files and all((f.parent / "metadata.yaml").is_file() for f in files), files
     joints = load_manifest(artifact).joint_names
     steps = 0

@@ -13,7 +13,7 @@ from sim.randomization import RandomizationConfig
 from sim.twin import BatchedTwin
 from sim2real.sil import command_at, load_commands, run_sil, tracking_kpis
 from tests.ros_helpers import ros_env
-from training.retrain.ingest import mcap_files, read_field_log
+from training.retrain.ingest import log_files, read_field_log
 
 # a /cmd_vel step forward, then a step in yaw rate
 STEP_SCRIPT = [
@@ -78,7 +78,7 @@ def test_trained_policy_tracks_a_cmd_vel_step_over_ros_as_in_the_twin(trained_ro
     assert moved["forward_m"] > 1.0 and moved["yaw_rad"] > 2.0, moved
 
     # the field log of the run is what the retraining side reads
-    files = mcap_files(logs)
+    files = log_files(logs)
     assert len(files) == 1
     log = read_field_log(files[0], ["left_wheel_joint", "right_wheel_joint"])
     assert not log.damage and len(log.t) >= 0.95 * sil["samples"], (len(log.t), sil["samples"])
@@ -131,5 +131,5 @@ def test_instruction_script_drives_the_robot_through_instruction_node(trained_ro
     assert abs(moved["yaw_rad"] - yaw) < 0.3 + 0.2 * abs(yaw) + sil["tracking_error_ang"] * seconds, (moved, yaw, sil)
     # scored against instruction_node's /cmd_vel, which the policy tracked
     assert sil["falls"] == 0 and sil["tracking_error_lin"] < 0.2 and sil["tracking_error_ang"] < 0.3, sil
-    said = [m.ros_msg.data for f in mcap_files(logs) for m in read_ros2_messages(f, topics=["/instruction"])]
+    said = [m.ros_msg.data for f in log_files(logs) for m in read_ros2_messages(f, topics=["/instruction"])]
     assert said == ["drive forward 1 meter", "turn left 90 degrees"]

@@ -14,18 +14,23 @@ EXAMPLES = """examples:
   sim2real retrain --logs field_logs/ --artifact policy/ --budget minimal --out runs/retrain/try1
   sim2real retrain --watch field_logs/ --artifact policy/                # as field_recorder finalises segments
   sim2real retrain --logs field_logs/ --artifact policy/ --force         # retrain even without drift
+  sim2real retrain --logs robot.bag --artifact policy/ --topic odom=/wheel_controller/odom   # its topic names
   sim2real lineage runs/retrain/try1/train/rover/<stamp>/policy         # where an artifact came from
 
 OUT/retrain.json records every finished stage, which a re-run skips: re-running the same command after an
 interruption resumes (fine-tuning from its last checkpoint, campaigns from their results). Watch mode claims
 each log (by sha256) in the registry before processing it and marks it done after, so a log is processed once,
-also across crashes. Exit status: 0 promoted or no drift, 1 retrained but not promoted.
+also across crashes. Logs: rosbag2 .mcap or .db3, ROS 1 .bag; a KPI a log cannot support (tracking error
+without commands, falls without the base orientation) is reported "not measured: <why>" and left out of the
+decision. Exit status: 0 promoted or no drift, 1 retrained but not promoted.
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--logs", metavar="DIR", help="field logs: an .mcap file or a directory of them (one shot)")
+    src.add_argument(
+        "--logs", metavar="DIR", help="field logs: an .mcap, .db3 or .bag file or a directory of them (one shot)"
+    )
     src.add_argument("--watch", metavar="DIR", help="process finalised logs as they appear in DIR")
     p.add_argument("--artifact", required=True, help="the deployed policy artifact the logs came from")
     p.add_argument(
@@ -41,6 +46,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", default="runs/registry.sqlite", help="lineage registry (default %(default)s)")
     p.add_argument("--force", action="store_true", help="retrain even when the trigger stays silent")
     p.add_argument("--trigger", help="trigger policy YAML (default config/retrain/trigger.yaml)")
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="SIGNAL=TOPIC",
+        help="the logs' topic for a signal (cmd_vel, odom, imu, joint_states, joint_commands, foot_forces), e.g. "
+        "odom=/wheel_controller/odom; repeatable; on top of the trigger YAML's topics (default: the signal's "
+        "own name, namespaced or not)",
+    )
     p.add_argument("--config", help="retraining YAML (default config/retrain/retrain.yaml)")
     p.add_argument("--debounce", type=float, default=2.0, help="watch: seconds without new logs before a batch")
     p.add_argument("--exit-when-idle", type=float, metavar="S", help="watch: stop after S seconds with nothing new")
@@ -62,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
     from sim2real.retrain_watch import WatchConfig, watch
     from training.retrain.config import DEFAULT_CONFIG
+    from training.retrain.ingest import topic_mapping
 
     console = Console()
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
@@ -72,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         "trigger": Path(args.trigger) if args.trigger else None,
         "signing_key": Path(args.sign_key) if args.sign_key else None,
         "trusted_keys": [Path(k) for k in args.trusted_keys],
+        "topics": topic_mapping(args.topic),
         "log": lambda line: console.print(f"[bold]retrain[/]: {line}", highlight=False),
     }
     with Progress(
@@ -120,10 +136,14 @@ def run(args: argparse.Namespace) -> int:
 def _print(console, r) -> None:
     from rich.table import Table
 
+    from training.retrain.drift import LABELS, FieldKpis
+
     table = Table(title=f"retraining {r.lineage_id} ({r.out_dir})", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
     table.add_row("trigger", ("RETRAIN: " if r.triggered else "no drift: ") + r.reason)
+    kpis = FieldKpis(r.field_kpis, r.episodes, r.not_measured)
+    table.add_row("field KPIs", "\n".join(f"{LABELS[k]}: {kpis.show(k)}" for k in LABELS))
     if r.identified:
         table.add_row("identified", ", ".join(f"{k} = {v:.4g}" for k, v in r.identified.items()))
         table.add_row(

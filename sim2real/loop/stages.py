@@ -14,9 +14,13 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sim2real.errors import UserError
 from sim2real.pipeline import Progress, Stage, StageContext
+
+if TYPE_CHECKING:
+    from training.retrain.drift import FieldKpis
 
 PASS, WARN, FAIL, SKIPPED = "pass", "warn", "fail", "skipped"
 
@@ -293,10 +297,11 @@ def analyse(ctx: StageContext) -> StageResult:
     logs = Path(data(ctx, "deploy")["logs"])
     # the decision rests on the operator's driving: the instruction session is short plans and standing still,
     # which would dilute the means; its KPIs are reported beside
-    duty_kpis, episodes, damage, files = log_kpis(logs / "duty", manifest)
-    session_kpis, _, session_damage, session_files = log_kpis(logs / "instructions", manifest)
+    duty, damage, files = log_kpis(logs / "duty", manifest)
+    session, session_damage, session_files = log_kpis(logs / "instructions", manifest)
+    duty_kpis, session_kpis, episodes = duty.means, session.means, duty.episodes
     baseline = manifest.campaign_verdict["kpi_means"]
-    decision = decide(duty_kpis, episodes, baseline, TriggerPolicy.from_yaml())
+    decision = decide(duty, baseline, TriggerPolicy.from_yaml())
     figure = ("drift: " if decision.retrain else "no drift: ") + decision.summary()
     if "trot_index" in duty_kpis:  # a legged robot's logs carry its foot forces
         figure += (
@@ -319,20 +324,19 @@ def analyse(ctx: StageContext) -> StageResult:
     )
 
 
-def log_kpis(path: Path, manifest) -> tuple[dict[str, float], int, list[str], list[str]]:
-    """KPI means over every episode of the MCAP logs under `path` (the campaign's KPI code), the episode count,
-    the damaged spans and the files read."""
+def log_kpis(path: Path, manifest) -> tuple[FieldKpis, list[str], list[str]]:
+    """The KPIs of every episode of the field logs under `path` (the campaign's KPI code), the damaged spans and
+    the files read."""
     from sim.robot import load_robot
-    from training.retrain.drift import ingest_logs
-    from training.retrain.ingest import mcap_files
+    from training.retrain.drift import FieldKpis, ingest_logs
+    from training.retrain.ingest import log_files
 
-    files = mcap_files(path)
+    files = log_files(path)
     if not files:
-        raise UserError(f"no MCAP field logs in {path}")
+        raise UserError(f"no field logs in {path}")
     read = ingest_logs(files, load_robot(manifest.robot["name"]))
     return (
-        read["field_kpis"],
-        read["episodes"],
+        FieldKpis.from_ingest(read),
         [d for log in read["logs"] for d in log["damage"]],
         [str(f) for f in files],
     )
@@ -373,7 +377,7 @@ def final(ctx: StageContext) -> StageResult:
     logs = ctx.out / "field_logs_final"
     shutil.rmtree(logs, ignore_errors=True)
     run = _field_run(ctx, artifact, logs, ctx.settings["duty_seconds"], "operator script")
-    after = log_kpis(logs, load_manifest(artifact))[0]
+    after = log_kpis(logs, load_manifest(artifact))[0].means
     before, baseline = data(ctx, "analyse")["duty_kpis"], data(ctx, "analyse")["baseline_kpis"]
     closed = {}
     for kpi in data(ctx, "analyse")["drifted"]:
