@@ -32,5 +32,6 @@ class BackendUnavailable(EdgeError, RuntimeError):
 
 
 class ConfigError(EdgeError, ValueError):
-    """A config file or value that the validating loader (edge.config) refuses; the message names the file, the
-    field and what is allowed."""
+    """A config file or value that the validating loader (edge.config) or a package's own check refuses (the
+    training configs raise it too, as training.errors.ConfigError); the message names the file, the field and what
+    is allowed."""

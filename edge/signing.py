@@ -14,6 +14,7 @@ import json
 import os
 import stat
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from edge.errors import ArtifactError, EdgeError
@@ -32,6 +33,16 @@ class SignatureError(ArtifactError):
 
 class SigningKeyError(EdgeError):
     """A signing or public key file that cannot be used (missing, malformed, readable by others)."""
+
+
+@dataclass(frozen=True)
+class ArtifactCheck:
+    """The outcome of a robot-side check that let an artifact run (its signature here, its campaign verdict in
+    edge.validation): `passed`, or failed but waived by a development switch (allow_unsigned, allow_unvalidated),
+    which the caller logs as a warning. A check that refuses raises instead. `message` is the one line to log."""
+
+    passed: bool
+    message: str
 
 
 def _ed25519():
@@ -151,10 +162,11 @@ def trusted_key_paths(spec: str) -> list[str]:
     return [p.strip() for p in spec.split(",") if p.strip()]
 
 
-def require_signed(artifact_dir: str | Path, trusted_keys: Iterable[str | Path], allow_unsigned: bool = False) -> str:
-    """Verify the artifact against the trusted public keys; return a one-line status for logs and diagnostics.
-    With allow_unsigned (development only) a missing or bad signature is reported, not refused: the status then
-    starts with WARN and the caller logs it as a warning."""
+def require_signed(
+    artifact_dir: str | Path, trusted_keys: Iterable[str | Path], allow_unsigned: bool = False
+) -> ArtifactCheck:
+    """Verify the artifact against the trusted public keys. With allow_unsigned (development only) a missing or bad
+    signature is reported, not refused: the check then has not passed and its message starts with WARN."""
     if not Path(artifact_dir).is_dir():  # a mistyped path is not an unsigned artifact (nor allowed as one)
         raise ArtifactError(f"no such artifact directory: {artifact_dir}")
     try:
@@ -164,14 +176,14 @@ def require_signed(artifact_dir: str | Path, trusted_keys: Iterable[str | Path],
         kid = verify_artifact(artifact_dir, load_public_keys(trusted_keys))
     except (SignatureError, SigningKeyError) as e:
         if allow_unsigned:
-            return f"WARN unsigned artifact allowed (allow_unsigned, development only): {e}"
+            return ArtifactCheck(False, f"WARN unsigned artifact allowed (allow_unsigned, development only): {e}")
         raise
-    return f"signed by trusted key {kid}"
+    return ArtifactCheck(True, f"signed by trusted key {kid}")
 
 
 def verify_if_promoted(
     artifact_dir: str | Path, trusted_keys: Iterable[str | Path], allow_unsigned: bool = False
-) -> str | None:
+) -> ArtifactCheck | None:
     """Re-validation's check. A signed artifact must verify against the trusted keys; with trusted keys given, an
     approved one (a passing campaign verdict) must be signed too, or its approval could be a hand edit. A fresh
     export (no verdict, no signature) is not checked (None): validation is what promotes it."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from edge.errors import ArtifactError
 from edge.manifest import Manifest
+from edge.signing import ArtifactCheck
 
 VALIDATE_HINT = "sim2real validate {dir} --campaign config/campaigns/quick.yaml"
 
@@ -30,17 +31,18 @@ def validation_problem(manifest: Manifest) -> str | None:
     return None
 
 
-def require_validated(manifest: Manifest, allow_unvalidated: bool = False, artifact_dir: str | Path = "policy/") -> str:
-    """Raise UnvalidatedArtifactError unless the artifact passed a campaign (or allow_unvalidated); return a
-    one-line status for logs and diagnostics."""
+def require_validated(
+    manifest: Manifest, allow_unvalidated: bool = False, artifact_dir: str | Path = "policy/"
+) -> ArtifactCheck:
+    """Raise UnvalidatedArtifactError unless the artifact passed a campaign; with allow_unvalidated the check has
+    not passed and its message starts with UNVALIDATED."""
     problem = validation_problem(manifest)
     if problem is None:
         v = manifest.campaign_verdict
-        return (
-            f"validated by campaign {v['campaign']!r} on {v['backend']} ({v['episodes']} episodes, {v['validated_at']})"
-        )
+        run = f"{v['backend']} ({v['episodes']} episodes, {v['validated_at']})"
+        return ArtifactCheck(True, f"validated by campaign {v['campaign']!r} on {run}")
     if allow_unvalidated:
-        return f"UNVALIDATED artifact allowed by --allow-unvalidated: {problem}"
+        return ArtifactCheck(False, f"UNVALIDATED artifact allowed by --allow-unvalidated: {problem}")
     raise UnvalidatedArtifactError(
         f"refusing artifact {artifact_dir}: {problem}. Validate it with `{VALIDATE_HINT.format(dir=artifact_dir)}`, "
         "or pass --allow-unvalidated to run it anyway"

@@ -77,8 +77,9 @@ class InstructionNode(Node):
                 raise ConfigError(f"parameter '{name}' ({what} directory) is required")
         keys, allow_unsigned = trusted_key_paths(str(get("trusted_keys").value)), bool(get("allow_unsigned").value)
         for directory in (model, artifact):  # the artifact's limits clamp every plan: it is trusted only signed too
-            status = require_signed(directory, keys, allow_unsigned)
-            (self.get_logger().warn if status.startswith("WARN") else self.get_logger().info)(f"{directory}: {status}")
+            signature = require_signed(directory, keys, allow_unsigned)
+            log = self.get_logger().info if signature.passed else self.get_logger().warn
+            log(f"{directory}: {signature.message}")
         self.limits = limits_from_manifest(artifact, float(get("max_duration_s").value))
         generator = OnnxGenerator(model, providers_for(backend), threads=int(get("threads").value))
         self.planner = InstructionPlanner(generator, self.limits, constrained=bool(get("constrained").value))

@@ -66,8 +66,8 @@ class PolicyNode(Node):
         except (EdgeError, ValueError, OSError) as e:
             self.get_logger().error(f"cannot load artifact {p.artifact!r}: {e}")
             return TransitionCallbackReturn.FAILURE
-        (self.get_logger().warn if signature.startswith("WARN") else self.get_logger().info)(signature)
-        (self.get_logger().warn if validation.startswith("UNVALIDATED") else self.get_logger().info)(validation)
+        for check in (signature, validation):
+            (self.get_logger().info if check.passed else self.get_logger().warn)(check.message)
         m = policy.manifest
         self.period = 1.0 / p.rate_hz if p.rate_hz > 0 else m.control_period
         self.control = PolicyController(

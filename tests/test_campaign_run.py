@@ -78,7 +78,8 @@ def test_good_policy_passes_and_is_promoted(good_run, good):
     assert verdict["policy_sha256"] == load_manifest(policy).policy["sha256"]
     assert verdict["report_sha256"] == hashlib.sha256(report).hexdigest()
     assert verdict["summary_sha256"] == hashlib.sha256((out / SUMMARY_FILE).read_bytes()).hexdigest()
-    assert "validated by campaign 'tiny'" in require_validated(load_manifest(policy))
+    check = require_validated(load_manifest(policy))
+    assert check.passed and "validated by campaign 'tiny'" in check.message
     with pytest.raises(UnvalidatedArtifactError, match="no campaign verdict.*sim2real validate"):
         require_validated(load_manifest(good), artifact_dir=good)  # the same policy, never validated
 
@@ -122,7 +123,8 @@ def test_bad_policy_fails_with_exit_code_1_and_compare_shows_regressions(monkeyp
     assert manifest.campaign_verdict["passed"] is False
     with pytest.raises(UnvalidatedArtifactError, match="campaign 'tiny' failed it"):
         require_validated(manifest)
-    assert "UNVALIDATED" in require_validated(manifest, allow_unvalidated=True)
+    check = require_validated(manifest, allow_unvalidated=True)
+    assert not check.passed and check.message.startswith("UNVALIDATED artifact allowed by --allow-unvalidated")
     assert load_manifest(good).campaign_verdict["passed"]  # the compared artifact is left alone
 
     cmp = json.loads((out / "compare.json").read_text())

@@ -166,11 +166,18 @@ def test_file_errors_are_the_same_error(tmp_path):
 
 
 def test_a_package_error_class_is_raised_as_given(tmp_path):
-    with pytest.raises(training_errors.ConfigError, match="colour must be one of"):
-        load_dataclass(Outer, {"name": "a", "colour": "blue"}, error=training_errors.ConfigError)
+    with pytest.raises(training_errors.CheckpointError, match="colour must be one of"):
+        load_dataclass(Outer, {"name": "a", "colour": "blue"}, error=training_errors.CheckpointError)
     assert check_values(Outer, {"maybe": "2e-1"}, name="partial") == {"maybe": 0.2}
     with pytest.raises(ConfigError, match="partial: unknown key"):
         check_values(Outer, {"nope": 1}, name="partial")
+
+
+def test_one_config_error_class_for_every_package():
+    """training.errors.ConfigError is edge's, so an except of either name catches a training config's refusal."""
+    assert training_errors.ConfigError is ConfigError
+    with pytest.raises(ConfigError, match="PPO config: expected a mapping"):
+        PPOConfig.from_dict([])
 
 
 # odd things a person writes in YAML: each must load as the field's type or fail as one ConfigError naming the

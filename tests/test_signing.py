@@ -1,6 +1,7 @@
 """Signed artifacts: a promoted artifact's manifest (gains, limits, verdict, ONNX sha256) is covered by an ed25519
 signature; the robot refuses anything else unless told allow_unsigned, which says WARN."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -40,7 +41,9 @@ def test_key_files_and_id(keys):
 
 def test_signed_artifact_verifies(signed, keys):
     assert signing.verify_artifact(signed, signing.load_public_keys([keys[1]])) == keys[2]
-    assert signing.require_signed(signed, [keys[1].parent]) == f"signed by trusted key {keys[2]}"
+    assert signing.require_signed(signed, [keys[1].parent]) == signing.ArtifactCheck(
+        passed=True, message=f"signed by trusted key {keys[2]}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -72,8 +75,34 @@ def test_unsigned_and_untrusted_are_refused_unless_allowed(tmp_path, signed, key
     (signed / signing.SIGNATURE_FILE).unlink()
     with pytest.raises(signing.SignatureError, match="not signed"):
         signing.require_signed(signed, [keys[1]])
-    status = signing.require_signed(signed, [keys[1]], allow_unsigned=True)
-    assert status.startswith("WARN") and "not signed" in status
+    check = signing.require_signed(signed, [keys[1]], allow_unsigned=True)
+    assert (
+        not check.passed
+        and check.message.startswith("WARN unsigned artifact allowed")
+        and "not signed" in check.message
+    )
+
+
+def test_each_verdict_on_an_artifact_that_may_run_has_its_fields(tmp_path, signed, keys):
+    """Signed by a trusted key: passed; a fresh export at re-validation: not checked (None); unsigned, untrusted or
+    with no trusted keys but allowed (development): not passed, with the reason after WARN; the check is frozen."""
+    fresh = export_rover_policy(tmp_path / "fresh")
+    other = tmp_path / "other" / "signing.key"
+    signing.generate_key(other)
+    assert signing.verify_if_promoted(signed, [keys[1]]) == signing.ArtifactCheck(
+        True, f"signed by trusted key {keys[2]}"
+    )
+    assert signing.verify_if_promoted(fresh, [keys[1]]) is None
+    waived = {
+        "it is not signed": signing.require_signed(fresh, [keys[1]], allow_unsigned=True),
+        "which is not a trusted key": signing.require_signed(signed, [signing.public_path(other)], allow_unsigned=True),
+        "no trusted public keys": signing.require_signed(signed, [], allow_unsigned=True),
+    }
+    for reason, check in waived.items():
+        assert not check.passed and check.message.startswith("WARN unsigned artifact allowed"), check
+        assert reason in check.message
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        waived["it is not signed"].passed = True
 
 
 @pytest.mark.parametrize(

@@ -120,10 +120,10 @@ def run_campaign(
         trusted_keys = [public_path(signing_key)]
     signatures = {}
     for directory in (artifact_dir, *([] if compare_to is None else [Path(compare_to)])):
-        status = verify_if_promoted(directory, trusted_keys, allow_unsigned)
-        if status and status.startswith("WARN"):
-            warnings.warn(status, stacklevel=2)
-        signatures[str(directory)] = status or "unsigned (not promoted)"
+        check = verify_if_promoted(directory, trusted_keys, allow_unsigned)
+        if check and not check.passed:
+            warnings.warn(check.message, stacklevel=2)
+        signatures[str(directory)] = check.message if check else "unsigned (not promoted)"
     files = ArtifactFiles.read(artifact_dir)  # refuses a tampered artifact before anything runs
     other_files = None if compare_to is None else ArtifactFiles.read(compare_to)
     with Executor(workers, ray_address, threads) as executor:

@@ -65,5 +65,5 @@ def run(args: argparse.Namespace) -> int:
         kid = signing.sign_artifact(args.artifact, args.key)
         print(f"signed {Path(args.artifact) / signing.SIGNATURE_FILE} with key {kid}")
     else:
-        print(f"{args.artifact}: {signing.require_signed(args.artifact, args.trusted)}")
+        print(f"{args.artifact}: {signing.require_signed(args.artifact, args.trusted).message}")
     return 0

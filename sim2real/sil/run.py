@@ -70,8 +70,8 @@ def run_sil(
     trusted = [str(Path(k).resolve()) for k in trusted_keys]
     for directory in (artifact, *([instruction_model] if instructions and instruction_model else [])):
         signature = require_signed(directory, trusted, allow_unsigned)  # fails early, with the reason
-        if signature.startswith("WARN"):
-            warnings.warn(signature, stacklevel=2)
+        if not signature.passed:
+            warnings.warn(signature.message, stacklevel=2)
     manifest = load_manifest(artifact)
     require_validated(manifest, allow_unvalidated, artifact)
     robot = load_robot(manifest.robot["name"])
