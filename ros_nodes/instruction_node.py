@@ -37,6 +37,7 @@ from edge.instruct.prompt import state_summary
 from edge.instruct.safety import is_stop, limits_from_manifest, screen_instruction
 from edge.signing import require_signed, trusted_key_paths
 from ros_nodes import qos
+from ros_nodes.checks import log_check
 from ros_nodes.params import describe
 from ros_nodes.spin import ignore_interrupts, init, start
 
@@ -77,9 +78,7 @@ class InstructionNode(Node):
                 raise ConfigError(f"parameter '{name}' ({what} directory) is required")
         keys, allow_unsigned = trusted_key_paths(str(get("trusted_keys").value)), bool(get("allow_unsigned").value)
         for directory in (model, artifact):  # the artifact's limits clamp every plan: it is trusted only signed too
-            signature = require_signed(directory, keys, allow_unsigned)
-            log = self.get_logger().info if signature.passed else self.get_logger().warn
-            log(f"{directory}: {signature.message}")
+            log_check(self.get_logger(), require_signed(directory, keys, allow_unsigned), about=str(directory))
         self.limits = limits_from_manifest(artifact, float(get("max_duration_s").value))
         generator = OnnxGenerator(model, providers_for(backend), threads=int(get("threads").value))
         self.planner = InstructionPlanner(generator, self.limits, constrained=bool(get("constrained").value))

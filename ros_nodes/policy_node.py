@@ -28,6 +28,7 @@ from edge.runtime import load_policy
 from edge.signing import require_signed, trusted_key_paths
 from edge.validation import require_validated
 from ros_nodes import qos
+from ros_nodes.checks import log_check
 from ros_nodes.controller import PolicyController
 from ros_nodes.diagnostics import OK, WARN, LoopStatus, diagnostic_array
 from ros_nodes.joint_output import JointOutput
@@ -67,7 +68,7 @@ class PolicyNode(Node):
             self.get_logger().error(f"cannot load artifact {p.artifact!r}: {e}")
             return TransitionCallbackReturn.FAILURE
         for check in (signature, validation):
-            (self.get_logger().info if check.passed else self.get_logger().warn)(check.message)
+            log_check(self.get_logger(), check)
         m = policy.manifest
         self.period = 1.0 / p.rate_hz if p.rate_hz > 0 else m.control_period
         self.control = PolicyController(
