@@ -58,17 +58,19 @@ class PlanDFA:
         first = self._new()
         if signed:
             self.trans[s]["-"] = first
-        zero, ints = self._new(), [self._new() for _ in range(3)]
+        ints = [self._new() for _ in range(3)]
         dot, f1, f2, after = self._new(), self._new(), self._new(), self._new()
         for start in (s, first):
             for d in DIGITS[1:]:
                 self.trans[start][d] = ints[0]
-        if signed:
+        if signed:  # 0 itself, and 0.x like any integer part
+            zero = self._new()
             self.trans[s]["0"] = self.trans[first]["0"] = zero
+            ints.append(zero)
         else:  # 0.01 to 0.99: after "0." a zero needs a second, non-zero decimal
-            zero_dot, zero_f1 = self._new(), self._new()
-            self.trans[s]["0"] = self._new()
-            self.trans[self.trans[s]["0"]]["."] = zero_dot
+            zero, zero_dot, zero_f1 = self._new(), self._new(), self._new()
+            self.trans[s]["0"] = zero
+            self.trans[zero]["."] = zero_dot
             self.trans[zero_dot]["0"] = zero_f1
             for d in DIGITS[1:]:
                 self.trans[zero_dot][d] = f1
@@ -84,8 +86,6 @@ class PlanDFA:
             self.trans[ints[1]][d] = ints[2]
             self.trans[dot][d] = f1
             self.trans[f1][d] = f2
-        if signed:
-            ints.append(zero)
         for state in ints:
             self.trans[state]["."] = dot
         for state in (*ints, f1, f2):  # a number ends after a digit

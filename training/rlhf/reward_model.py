@@ -88,7 +88,10 @@ class RewardScorer:
         inputs = [
             model_input(i, s, self.number_slots, self.chat_prompt) for i, s in zip(instructions, states, strict=True)
         ]
-        written = [format_plan(parse_plan(p), self.plan_format) for p in plans]  # in the form the model writes
+        # stored plans are objects (field ratings, objects models' outputs): a model of another form reads its own
+        written = (
+            plans if self.plan_format == "objects" else [format_plan(parse_plan(p), self.plan_format) for p in plans]
+        )
         return self.encode(inputs, [to_slots(p, i.numbers, i.kinds) for i, p in zip(inputs, written, strict=True)])
 
     def log_ratio(

@@ -56,7 +56,6 @@ def prepare(config: SFTConfig) -> tuple[torch.nn.Module, object, list[Demonstrat
         )
         model.config.number_slots = slots
         model.config.chat_prompt = chat
-        model.config.plan_format = config.plan_format
     inputs = [
         model_input(clean_instruction(e.instruction)[0], e.state, slots, chat)  # as the planner will
         for e in examples
@@ -70,7 +69,7 @@ def prepare(config: SFTConfig) -> tuple[torch.nn.Module, object, list[Demonstrat
         pairs = (t for pair in zip(prompts, plans, strict=True) for t in pair)
         tokenizer = train_tokenizer(pairs, config.model.vocab_size)
         model = new_model(tokenizer, config.model, seed=config.seed, number_slots=slots)
-        model.config.plan_format = config.plan_format
+    model.config.plan_format = config.plan_format
     data = []
     for prompt, plan in zip(prompts, plans, strict=True):
         p, c = tokenizer(prompt)["input_ids"], encode_completion(tokenizer, plan)
