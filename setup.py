@@ -88,6 +88,7 @@ EXTRAS = {
     "dev": [
         "pytest>=8",
         "pytest-xdist==3.8.0",  # `make test` runs the suite in two processes (one per core)
+        "pytest-timeout==2.4.0",  # a test that hangs (a deadlock in native code) fails instead of holding CI
         "ruff==0.17.6",
         "import-linter==2.17",
         "hypothesis==6.170.15",  # property tests of every parser (tests/test_fuzz_parsers.py)

@@ -1,9 +1,12 @@
 import os
+from pathlib import Path
 
 import pytest
 
 # Keep BLAS to one thread so the twin's own threads and pytest do not oversubscribe the 2 cores.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Fast DDS reads its profile when this process creates its first participant (the file says why)
+os.environ.setdefault("FASTRTPS_DEFAULT_PROFILES_FILE", str(Path(__file__).with_name("fastdds_profile.xml")))
 
 
 def pytest_configure(config):

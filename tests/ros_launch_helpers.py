@@ -214,3 +214,25 @@ def echo_once(shell: RosShell, topic: str, timeout: float = 20.0) -> dict:
 def launch_lines(log: Path, process: str) -> list[str]:
     """The lines `ros2 launch` printed for one of its processes (`[policy_node-1] ...`)."""
     return [line for line in log.read_text().splitlines() if line.startswith(f"[{process}-")]
+
+
+# launch_ros 0.26.6 (Jazzy): when a launch shuts down while LifecycleNode still waits for a node's change_state
+# service (a node that failed before the other came up), the shutdown destroys the client under that wait, and the
+# worker thread's InvalidHandle is printed as a traceback of launch's own. The launch still ends as asked.
+_LAUNCH_ROS_SHUTDOWN_RACE = ("launch_ros/actions/lifecycle_node.py", "destruction was requested")
+
+
+def tracebacks(out: str) -> list[str]:
+    """The tracebacks in `ros2 launch` output, but for launch_ros's own shutdown race. A node's traceback is printed
+    under its process prefix (`[policy_node-1] Traceback ...`), so it is never taken for launch's."""
+    found = []
+    for block in out.split("Traceback (most recent call last):")[1:]:
+        body = []
+        for line in block.splitlines()[1:]:
+            if line.startswith("["):  # the next line `ros2 launch` logs: the traceback ended
+                break
+            body.append(line)
+        text = "\n".join(body)
+        if not (body and all(part in text for part in _LAUNCH_ROS_SHUTDOWN_RACE)):
+            found.append(text[:2000] or block[:2000])
+    return found

@@ -34,6 +34,7 @@ from tests.ros_launch_helpers import (
     launch_lines,
     require_tools,
     ros_shell,
+    tracebacks,
 )
 from training.retrain.ingest import log_files, read_field_log
 
@@ -99,7 +100,7 @@ def ended_cleanly(launch, log: Path, nodes: tuple[str, ...]) -> None:
     assert rc == 0, out[-3000:]
     for node in nodes:  # launch's own line about each process: "[INFO] [policy_node-1]: process has finished cleanly"
         assert any(f"[{node}-" in line and "finished cleanly" in line for line in out.splitlines()), (node, out[-3000:])
-    assert "Traceback" not in out and "has died" not in out, out[-3000:]
+    assert not tracebacks(out) and "has died" not in out, out[-3000:]
 
 
 def field_log(directory: Path, artifact: Path, ns: str) -> dict[str, list]:
@@ -266,6 +267,6 @@ def test_bad_launch_arguments_end_the_launch_with_one_line(tools, install, signe
             errors = [line for line in launch_lines(cwd / "launch.log", node) if "[ERROR]" in line]
             assert rc != 0, (name, out[-3000:])
             assert len(errors) == 1 and says in errors[0], (name, errors, out[-3000:])
-            assert "Traceback" not in out, (name, out[-3000:])
+            assert not tracebacks(out), (name, out[-3000:])
     unsigned = launch_lines(runs["unsigned artifact"][1] / "launch.log", "policy_node")
     assert any("[ERROR]" in line and "it is not signed" in line for line in unsigned), unsigned
