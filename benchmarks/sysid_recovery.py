@@ -111,9 +111,12 @@ def main() -> None:
 
     rel = {k: abs(result.identified.get(k, 0.0) - v) / abs(v) for k, v in hidden.items()}
     print(f"field twin {FIELD_TWIN.name}: {hidden}; retraining budget {budget}; field runs {seconds:g} s over ROS 2")
-    print(f"{'parameter':<14}{'hidden':>10}{'identified':>12}{'rel. error':>12}")
+    print(f"{'parameter':<14}{'hidden':>10}{'identified':>12}{'rel. error':>12}  95% interval")
     for k, v in hidden.items():
-        print(f"{k:<14}{v:>10.4g}{result.identified.get(k, float('nan')):>12.4g}{100 * rel[k]:>11.1f}%")
+        e = result.estimates.get(k)
+        span = "not identified" if e is None else f"{e['low']:.4g} to {e['high']:.4g}"
+        span += f", not determined: {e['why']}" if e and not e["determined"] else ""
+        print(f"{k:<14}{v:>10.4g}{result.identified.get(k, float('nan')):>12.4g}{100 * rel[k]:>11.1f}%  {span}")
     reduction = 1 - result.sysid_error_after / result.sysid_error_before
     print(
         f"trajectory error (mean sq. base velocity error, logged commands replayed): untuned twin "
@@ -135,6 +138,10 @@ def main() -> None:
                 "max_param_rel_error": round(max(rel.values()), 4),
                 "param_rel_error": {k: round(v, 4) for k, v in rel.items()},
                 "identified": result.identified,
+                "inside_interval": {
+                    k: e["low"] <= hidden[k] <= e["high"] for k, e in result.estimates.items() if k in hidden
+                },
+                "undetermined": [k for k, e in result.estimates.items() if not e["determined"]],
                 "traj_error_untuned": result.sysid_error_before,
                 "traj_error_identified": result.sysid_error_after,
                 "traj_error_reduction": round(reduction, 4),

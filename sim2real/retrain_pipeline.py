@@ -47,6 +47,7 @@ class RetrainResult:
     drifted_kpis: list[str] = field(default_factory=list)
     not_measured: dict = field(default_factory=dict)  # KPI -> why the logs cannot support it
     identified: dict = field(default_factory=dict)  # parameter -> value
+    estimates: dict = field(default_factory=dict)  # parameter -> {value, low, high (95%), determined, why}
     sysid_error_before: float | None = None
     sysid_error_after: float | None = None
     sysid_plot: str | None = None  # PNG: logged velocities beside the untuned and the identified twin's
@@ -210,7 +211,7 @@ def _result(run: Run, retrain_id: int) -> RetrainResult:
         result.promotion_reason = "not retrained: no drift"
         return result
     sysid, tuned, campaigns, promotion = r["sysid"], r["finetune"], r["campaigns"], r["promote"]
-    result.identified = sysid["values"]
+    result.identified, result.estimates = sysid["values"], sysid.get("estimates", {})
     result.sysid_error_before, result.sysid_error_after = sysid["error_before"], sysid["error_after"]
     result.sysid_plot = sysid["plot"]
     result.training_run, result.new_artifact = tuned["run_dir"], Path(tuned["artifact"])
@@ -271,7 +272,7 @@ def _no_drift(ctx: StageContext, decision: dict) -> bool:
 
 
 def _sysid(ctx: StageContext) -> dict:
-    """ctx.settings: the retraining budget (training.retrain.config.Budget): windows and CMA-ES sizes."""
+    """ctx.settings: the retraining budget (training.retrain.config.Budget): replay windows and search sizes."""
     from training.retrain.ingest import read_field_log
     from training.retrain.sysid import identify, log_windows
 
@@ -291,7 +292,7 @@ def _sysid(ctx: StageContext) -> dict:
         run.spec,
         windows,
         sysid_cfg,
-        progress=lambda g, total, best: ctx.progress(g / total, f"generation {g}/{total}"),
+        progress=lambda done, error: ctx.progress(done, f"trajectory error {error:.3g}"),
     )
     plot = ctx.out / "sysid_fit.png"
     plot_fit(run.spec, windows[0], r.values, plot)
@@ -300,17 +301,32 @@ def _sysid(ctx: StageContext) -> dict:
 
 def _identified(ctx: StageContext, sysid: dict) -> None:
     run = ctx.config
+    estimates = sysid.get("estimates", {})
+    fits = [
+        f"{k} = {e['value']:.4g} [{e['low']:.4g}, {e['high']:.4g}]" for k, e in estimates.items() if e["determined"]
+    ]
+    loose = [f"{k} ({e['why']})" for k, e in estimates.items() if not e["determined"]]
     run.say(
         "identified "
-        + ", ".join(f"{k} = {v:.4g}" for k, v in sysid["values"].items())
+        + (", ".join(fits) or "nothing")
+        + (f"; not determined: {', '.join(loose)}" if loose else "")
         + f"; trajectory error {sysid['error_before']:.4g} -> {sysid['error_after']:.4g} "
         f"({sysid['steps']} logged steps replayed)"
     )
     run.reg.record(
         run.retrain_id,
         identified=sysid["values"],
-        sysid={k: sysid[k] for k in ("error_before", "error_after", "steps", "params")},
+        sysid={k: sysid[k] for k in ("error_before", "error_after", "steps", "params", "estimates") if k in sysid},
     )
+
+
+def determined(sysid: dict) -> dict[str, float]:
+    """The identified values that the logs determine: what the fine-tuning centres its randomisation on and the
+    identified twin takes. The others keep the training's ranges and the nominal twin's values. (A sysid result
+    recorded before intervals existed holds values only: all of them.)"""
+    if "estimates" not in sysid:
+        return dict(sysid["values"])
+    return {k: e["value"] for k, e in sysid["estimates"].items() if e["determined"]}
 
 
 def plot_fit(spec, window, identified: dict, path: Path) -> None:
@@ -346,7 +362,7 @@ def _finetune(ctx: StageContext) -> dict:
     run = ctx.config
     registered = (run.reg.artifact(run.parent_sha) or {}).get("training_run_dir")
     source = training_run_dir(run.artifact, run.manifest, registered)
-    ranges = run.cfg.centred_ranges(ctx.results["sysid"]["values"])
+    ranges = run.cfg.centred_ranges(determined(ctx.results["sysid"]))
     root = ctx.out / "train"
     robot = run.manifest.robot["name"]
     ppo = finetune_config(source, ranges, root, ctx.settings, run.seed)
@@ -410,7 +426,7 @@ def _campaigns(ctx: StageContext) -> dict:
         ("standard", standard, ctx.out / f"campaign-{standard.name}"),
         (
             "identified-twin",
-            identified_twin_campaign(standard, ctx.results["sysid"]["values"]),
+            identified_twin_campaign(standard, determined(ctx.results["sysid"])),
             ctx.out / "campaign-identified-twin",
         ),
     ]

@@ -73,8 +73,9 @@ def test_retraining_identifies_the_field_twin_and_closes_the_gap(deployed, retra
     r, out = retrained
     assert r.triggered and r.drifted_kpis == ["tracking_error_ang"], r.reason
     assert "yaw-rate error" in r.reason and "threshold 1.5x" in r.reason
-    for name, value in HIDDEN.items():  # within 10% of the hidden values
+    for name, value in HIDDEN.items():  # within 10% of the hidden values, and the logs determine them
         assert r.identified[name] == pytest.approx(value, rel=0.1), r.identified
+        assert r.estimates[name]["determined"], r.estimates
     assert r.sysid_error_after < 0.1 * r.sysid_error_before
     tuned = json.loads((r.out_dir / "retrain.json").read_text())["stages"]["finetune"]["result"]
     assert Path(tuned["init_from"]).parent.parent == deployed.parent  # fine-tuned from the deployed run

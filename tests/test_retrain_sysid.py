@@ -1,4 +1,5 @@
-"""System identification recovers planted twin parameters from a log of the 'field' robot."""
+"""System identification recovers planted twin parameters from a log of the 'field' robot, with 95% intervals that
+hold them, and says which parameters a log does not determine."""
 
 import dataclasses
 
@@ -44,6 +45,16 @@ def record(twin: BatchedTwin, drive) -> FieldLog:
     return FieldLog(None, np.arange(len(rows)) * spec.control_dt, cmd, lin, ang, grav, z, jp, jv, targets, [], quat)
 
 
+def noisy(log: FieldLog, std: float = 0.01, seed: int = 0) -> FieldLog:
+    """The log as a robot's odometry and gyro give it: base velocities with white noise (m/s, rad/s). Without it
+    a twin's own log determines even what moves its base by 1e-10 m/s."""
+    rng = np.random.default_rng(seed)
+    lin, ang = log.base_lin_vel, log.base_ang_vel
+    return dataclasses.replace(
+        log, base_lin_vel=lin + rng.normal(0, std, lin.shape), base_ang_vel=ang + rng.normal(0, std, ang.shape)
+    )
+
+
 def field_twin(robot: str, planted: dict) -> BatchedTwin:
     spec = load_robot(robot)
     twin = BatchedTwin(
@@ -70,6 +81,12 @@ def field_log():
     return twin.spec, log, log_windows([log], 0.1, 12)
 
 
+@pytest.fixture(scope="module")
+def noisy_windows(field_log):
+    spec, log, _ = field_log
+    return log_windows([noisy(log)], 0.1, 12)
+
+
 def test_replay_with_the_true_parameters_reproduces_the_log(field_log):
     spec, log, windows = field_log
     assert len(windows) == 12 and all(len(w.targets) == 5 for w in windows)
@@ -85,12 +102,34 @@ def test_replay_with_the_true_parameters_reproduces_the_log(field_log):
     assert with_joints[0] < 1e-12 and with_joints[1] > nominal_error
 
 
-def test_identification_recovers_planted_parameters(field_log):
-    spec, _, windows = field_log
+def test_identification_recovers_planted_parameters(field_log, noisy_windows):
+    spec, _, _ = field_log
+    windows = noisy_windows
     result = identify(spec, windows, SysIdConfig(params=("payload_kg", "latency_s"), population=8, generations=12))
     assert result.values["payload_kg"] == pytest.approx(PLANTED["payload_kg"], rel=0.1)
     assert result.values["latency_s"] == pytest.approx(PLANTED["latency_s"], abs=1e-9)
     assert result.error_after < 0.3 * result.error_before
+    for name, estimate in result.estimates.items():  # each interval holds the planted value, and is narrow
+        assert estimate.determined and estimate.low <= PLANTED[name] <= estimate.high, (name, estimate)
+    assert result.undetermined == []
+
+
+def test_a_log_that_does_not_excite_a_parameter_does_not_determine_it():
+    """The rover stands still: within its odometry's noise its base velocities are the same whatever it carries
+    and however late its wheels answer, so neither is determined."""
+    twin = field_twin("rover", PLANTED)
+
+    def stand():
+        for _ in range(100):
+            yield np.zeros((1, twin.spec.num_actions))
+
+    log = noisy(record(twin, stand()))
+    cfg = SysIdConfig(params=("payload_kg", "latency_s"))
+    result = identify(twin.spec, log_windows([log], 0.1, 8), cfg)
+    assert result.undetermined == ["payload_kg", "latency_s"]
+    for name, estimate in result.estimates.items():  # the whole box: the log excludes no value
+        assert (estimate.low, estimate.high) == cfg.bounds[name] and "95% interval spans" in estimate.why
+    assert result.to_dict()["estimates"]["payload_kg"]["determined"] is False
 
 
 def test_unknown_parameter_and_missing_commands_are_named(field_log):
@@ -124,4 +163,5 @@ def test_a_quadrupeds_gains_and_delay_are_identified_from_its_joints():
     result = identify(spec, windows, cfg)
     assert result.values["kp_scale"] == pytest.approx(0.8, rel=0.05)
     assert result.values["latency_s"] == pytest.approx(0.02, abs=1e-9)
+    assert result.undetermined == [] and result.estimates["kp_scale"].low <= 0.8 <= result.estimates["kp_scale"].high
     assert result.error_after < 0.1 * result.error_before

@@ -263,7 +263,8 @@ def _sysid(stages: dict, out: Path) -> str:
     field_twin = Path(stages["deploy"]["data"]["field_twin"])
     if field_twin.is_file():
         hidden = yaml.safe_load(field_twin.read_text()) or {}
-    rows = [[k, v, str(hidden.get(k, "-"))] for k, v in d["identified"].items()]
+    estimates = d.get("estimates") or {k: {"value": v} for k, v in d["identified"].items()}
+    rows = [[k, e["value"], _interval(e), str(hidden.get(k, "-"))] for k, e in estimates.items()]
     before, after = d.get("sysid_error_before"), d.get("sysid_error_after")
     fit = ""
     if before is not None and after is not None:
@@ -283,13 +284,21 @@ def _sysid(stages: dict, out: Path) -> str:
     )
     return (
         "<h2>System identification and retraining</h2>"
-        + html_table(["parameter", "identified", "hidden (field twin)"], rows)
+        + html_table(["parameter", "identified", "95% interval", "hidden (field twin)"], rows)
         + fit
         + img
         + camp
         + f"<p>{'promoted' if d['promoted'] else 'not promoted'}: "
         f"{html.escape(str(d.get('promotion_reason', '')))}</p>"
     )
+
+
+def _interval(estimate: dict) -> str:
+    """The 95% interval, or why the logs do not determine the parameter."""
+    if "low" not in estimate:
+        return "not measured"
+    span = f"{estimate['low']:.4g} to {estimate['high']:.4g}"
+    return span if estimate["determined"] else f"{span}: not determined ({estimate['why']})"
 
 
 def _b64(path: Path) -> str:

@@ -358,7 +358,10 @@ def retrain(ctx: StageContext) -> StageResult:
         progress=ctx.progress,
         signing_key=signing_key(ctx),
     ).to_dict()
-    identified = ", ".join(f"{k} {v:.3g}" for k, v in r["identified"].items())
+    loose = {k for k, e in r["estimates"].items() if not e["determined"]}
+    identified = ", ".join(
+        f"{k} {v:.3g}" + (" (not determined)" if k in loose else "") for k, v in r["identified"].items()
+    )
     verdict = "promoted" if r["promoted"] else f"not promoted ({r['promotion_reason']})"
     figure = f"identified {identified}; {verdict}"
     return StageResult(PASS if r["promoted"] else WARN, figure, r)

@@ -27,6 +27,7 @@ class SysIdSizes:
     population: int = setting(8, "CMA-ES population", ge=2)
     generations: int = setting(10, "CMA-ES generations", ge=1)
     runs: int = setting(1, "independent CMA-ES runs evaluated together; the best wins", ge=1)
+    iterations: int = setting(20, "least-squares iterations at most, polishing the search's best", ge=1)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ class RetrainConfig:
             generations=budget.sysid.generations,
             runs=budget.sysid.runs,
             seed=seed,
+            iterations=budget.sysid.iterations,
         )
 
     def centred_ranges(self, identified: dict[str, float]) -> dict[str, list[float]]:

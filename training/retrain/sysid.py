@@ -1,8 +1,15 @@
 """System identification: fit the twin's physical parameters to field logs by replaying the logged joint targets
 open loop from the logged initial states and matching the logged base velocities and, weighted by
 `joint_pos_weight`, joint positions (a legged robot's joints show its actuators' gains and delay, and its load,
-before its base velocities tell candidates apart). CMA-ES (the `cma` package) proposes parameter sets; each
-generation is evaluated as one batched twin, one env per (candidate, window).
+before its base velocities tell candidates apart).
+
+The continuous parameters are fitted by MuJoCo's own nonlinear least squares (`mujoco.minimize`), each Jacobian
+one batched replay of the twin, and each gets a 95% confidence interval from the Jacobian at the fit
+(`mujoco.sysid.calculate_intervals`). The actuation delay moves in whole physics steps, so the residual is flat
+between steps and has no derivative: least squares cannot fit it, and a scan of every step in its bounds (one
+batched replay) finds it exactly, its interval the steps that a likelihood-ratio test cannot reject. A parameter
+whose interval is infinite (an ill-conditioned direction, or one the logs never excite) or wider than
+`determined_within` of its search box is reported as not determined.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ NOMINAL = {
     "kd_scale": 1.0,
     "latency_s": 0.0,
 }  # sim.randomization.fixed_params({}): the twin as trained
+SLICE_POINTS = 21  # values per parameter on its box when its interval is probed (see _Fit.slices)
 DEFAULT_BOUNDS = {
     "friction": (0.2, 1.5),
     "payload_kg": (-1.0, 5.0),
@@ -44,7 +52,12 @@ class SysIdConfig:
     generations: int = 15
     runs: int = 1  # independent CMA-ES runs (seeds seed+1, seed+2, ...) evaluated together; the best wins
     seed: int = 0
+    iterations: int = 20  # least-squares iterations at most (each: one Jacobian replay and a few line-search ones)
     joint_pos_weight: float = 0.0  # weight of the joint-position error (rad^2) beside the base-velocity one
+    determined_within: float = 0.1  # a 95% half-width above this fraction of the search box: not determined
+    # the finite-difference step of the Jacobian, a fraction of each search box: a replay's error is rough at small
+    # scales (a contact that slips or not), so a derivative over a tiny step sees that grain, not the valley
+    fd_step: float = 0.01
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.params) - set(FIELD_KEYS))
@@ -75,17 +88,41 @@ class Window:
     joint_pos: np.ndarray | None = None  # (T, n) the joint positions the targets produced; None: not matched
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """One identified parameter: its value, the 95% confidence interval around it, and whether the logs determine
+    it (if not, `why` says so: not excited, confounded with another parameter, or too wide)."""
+
+    value: float
+    low: float
+    high: float
+    determined: bool
+    why: str = ""
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "low": self.low, "high": self.high, "determined": self.determined, "why": self.why}
+
+
 @dataclass
 class SysIdResult:
-    values: dict[str, float]
+    estimates: dict[str, Estimate]
     error_before: float  # trajectory error of the nominal twin
     error_after: float  # trajectory error with the identified values
-    history: list[float]  # best error per generation
+    history: list[float]  # trajectory error after each least-squares iteration
     steps: int = 0  # logged control steps replayed per candidate
+
+    @property
+    def values(self) -> dict[str, float]:
+        return {name: e.value for name, e in self.estimates.items()}
+
+    @property
+    def undetermined(self) -> list[str]:
+        return [name for name, e in self.estimates.items() if not e.determined]
 
     def to_dict(self) -> dict:
         return {
             "values": self.values,
+            "estimates": {name: e.to_dict() for name, e in self.estimates.items()},
             "error_before": self.error_before,
             "error_after": self.error_after,
             "history": self.history,
@@ -153,15 +190,25 @@ def replay_errors(
 ) -> np.ndarray:
     """Mean squared base-velocity error (vx, vy, wz) of each candidate, averaged over the windows (equal lengths),
     plus joint_pos_weight times the mean squared joint-position error summed over the joints."""
+    return (residuals(spec, windows, candidates, joint_pos_weight) ** 2).sum(0) / (
+        len(windows[0].targets) * len(windows)
+    )
+
+
+def residuals(
+    spec: RobotSpec, windows: list[Window], candidates: list[dict[str, float]], joint_pos_weight: float = 0.0
+) -> np.ndarray:
+    """Replayed minus logged, per step, window and signal, one column per candidate: [residuals, candidates]. The
+    signals are vx, vy, wz and, scaled by sqrt(joint_pos_weight), the joint positions."""
     velocities, joints = replay(spec, windows, candidates, joints=True)  # (T, candidates, windows, 3 | n)
     logged = np.stack([np.concatenate([w.lin_vel[:, :2], w.ang_vel[:, 2:]], 1) for w in windows], 1)
-    error = ((velocities - logged[:, None]) ** 2).sum(-1).mean(0).mean(-1)
+    parts = [velocities - logged[:, None]]
     if joint_pos_weight:
         if any(w.joint_pos is None for w in windows):
             raise ValueError("joint_pos_weight needs the logged joint positions of every replay window")
         logged_joints = np.stack([w.joint_pos for w in windows], 1)
-        error = error + joint_pos_weight * ((joints - logged_joints[:, None]) ** 2).sum(-1).mean(0).mean(-1)
-    return error
+        parts.append(np.sqrt(joint_pos_weight) * (joints - logged_joints[:, None]))
+    return np.concatenate([p.transpose(0, 2, 3, 1).reshape(-1, len(candidates)) for p in parts])
 
 
 def replay(
@@ -218,9 +265,8 @@ def replay(
 
 
 def identify(spec: RobotSpec, windows: list[Window], cfg: SysIdConfig | None = None, progress=None) -> SysIdResult:
-    """Fit cfg.params to the replay windows; returns the values and the trajectory errors before and after."""
-    import cma
-
+    """Fit cfg.params to the replay windows: the values, their intervals and the trajectory errors before and
+    after. progress(fraction, error) after each CMA-ES generation and at the end."""
     cfg = cfg or SysIdConfig()
     if not windows:
         raise ValueError(
@@ -229,44 +275,180 @@ def identify(spec: RobotSpec, windows: list[Window], cfg: SysIdConfig | None = N
         )
     if not all(np.all(np.isfinite(w.targets)) for w in windows):
         raise ValueError("a replay window has missing /joint_commands; system id replays them")
-    # continuous parameters search [0, 1] of their bounds; latency searches whole physics steps (an integer
-    # variable: the twin delays by whole steps, so a continuous latency would give CMA flat steps to climb)
-    lo = np.array([cfg.bounds[p][0] for p in cfg.params])
-    hi = np.array([cfg.bounds[p][1] for p in cfg.params])
-    is_latency = np.array([p == "latency_s" for p in cfg.params])
-    top = np.where(is_latency, np.floor(hi / spec.sim_dt), 1.0)
-
-    def decode(x: np.ndarray) -> dict[str, float]:
-        x = np.clip(x, 0, top)
-        values = np.where(is_latency, np.round(x) * spec.sim_dt, lo + x * (hi - lo))
-        return {p: float(v) for p, v in zip(cfg.params, values, strict=True)}
-
-    nominal = np.array([NOMINAL[p] for p in cfg.params])  # the search starts from the twin as it was
-    x0 = np.where(
-        is_latency, np.round(np.clip(nominal, lo, hi) / spec.sim_dt), (np.clip(nominal, lo, hi) - lo) / (hi - lo)
+    fit = _Fit(spec, windows, cfg, progress)
+    found = fit.search()
+    best = {**found, **fit.least_squares({p: found[p] for p in fit.names}, found.get("latency_s"))}
+    estimates = fit.intervals(best)
+    before, after = fit.errors([{}, best])
+    return SysIdResult(
+        {p: estimates[p] for p in cfg.params},
+        float(before),
+        float(after),
+        fit.history,
+        sum(len(w.targets) for w in windows),
     )
-    options = {
-        "bounds": [np.zeros(len(top)).tolist(), top.tolist()],
-        "CMA_stds": np.where(is_latency, top, 1.0).tolist(),
-        "integer_variables": np.flatnonzero(is_latency).tolist(),
-        "popsize": cfg.population,
-        "verbose": -9,
-    }
-    # several runs: the error has narrow valleys (a replay diverges once the twin is slightly off), and one run
-    # can settle in the wrong one; each generation of every run is one batched replay
-    runs = [cma.CMAEvolutionStrategy(x0, 0.3, {**options, "seed": cfg.seed + 1 + r}) for r in range(cfg.runs)]
-    history = []
-    for g in range(cfg.generations):
-        asked = [es.ask() for es in runs]
-        errors = replay_errors(spec, windows, [decode(x) for xs in asked for x in xs], cfg.joint_pos_weight)
-        for k, (es, xs) in enumerate(zip(runs, asked, strict=True)):
-            es.tell(xs, errors[k * cfg.population : (k + 1) * cfg.population].tolist())
-        history.append(min(float(es.result.fbest) for es in runs))
-        if progress is not None:
-            progress(g + 1, cfg.generations, history[-1])
-    es = min(runs, key=lambda e: e.result.fbest)
-    best = decode(es.result.xbest)
-    before, after = replay_errors(spec, windows, [{}, best], cfg.joint_pos_weight)
-    if after >= before:  # nothing fits better than the twin as it was
-        best, after = decode(x0), before
-    return SysIdResult(best, float(before), float(after), history, sum(len(w.targets) for w in windows))
+
+
+class _Fit:
+    """The replays behind one identification, in three steps: a global search of every parameter (CMA-ES), least
+    squares of the continuous ones from its best (mujoco.minimize), and the intervals at the fit."""
+
+    def __init__(self, spec: RobotSpec, windows: list[Window], cfg: SysIdConfig, progress=None):
+        self.spec, self.windows, self.cfg, self.progress = spec, windows, cfg, progress
+        self.history: list[float] = []
+        self.names = [p for p in cfg.params if p != "latency_s"]
+        self.lo = np.array([cfg.bounds[p][0] for p in self.names])
+        self.hi = np.array([cfg.bounds[p][1] for p in self.names])
+
+    def residuals(self, candidates: list[dict[str, float]]) -> np.ndarray:
+        return residuals(self.spec, self.windows, candidates, self.cfg.joint_pos_weight)
+
+    def errors(self, candidates: list[dict[str, float]]) -> np.ndarray:
+        return replay_errors(self.spec, self.windows, candidates, self.cfg.joint_pos_weight)
+
+    def _candidates(self, z: np.ndarray, latency: float | None) -> list[dict[str, float]]:
+        """z: [parameters, candidates], each parameter as a fraction of its search box (so one finite-difference
+        step and one tolerance serve kilograms and gain scales alike); mujoco.minimize evaluates a Jacobian's
+        points in one call, one batched replay."""
+        extra = {} if latency is None else {"latency_s": latency}
+        x = self.lo[:, None] + z * (self.hi - self.lo)[:, None]
+        return [{**dict(zip(self.names, map(float, col), strict=True)), **extra} for col in x.T]
+
+    def _unit(self, values: dict) -> np.ndarray:
+        return (np.array([values[p] for p in self.names]) - self.lo) / (self.hi - self.lo)
+
+    def search(self) -> dict[str, float]:
+        """CMA-ES over every parameter: the global stage. A replay's error is rough (a contact that slips or not
+        turns it at a cusp, and a slightly wrong twin's replay drifts apart), so a local method started from the
+        nominal twin settles in the first dip; and the delay moves in whole physics steps (an integer variable),
+        which least squares cannot differentiate. Several runs evaluated together; each generation of every run
+        is one batched replay."""
+        import cma
+
+        cfg, dt = self.cfg, self.spec.sim_dt
+        lo = np.array([cfg.bounds[p][0] for p in cfg.params])
+        hi = np.array([cfg.bounds[p][1] for p in cfg.params])
+        is_latency = np.array([p == "latency_s" for p in cfg.params])
+        top = np.where(is_latency, np.floor(hi / dt), 1.0)  # continuous ones search [0, 1] of their bounds
+
+        def decode(x: np.ndarray) -> dict[str, float]:
+            x = np.clip(x, 0, top)
+            values = np.where(is_latency, np.round(x) * dt, lo + x * (hi - lo))
+            return {p: float(v) for p, v in zip(cfg.params, values, strict=True)}
+
+        nominal = np.clip([NOMINAL[p] for p in cfg.params], lo, hi)  # the search starts from the twin as it was
+        x0 = np.where(is_latency, np.round(nominal / dt), (nominal - lo) / (hi - lo))
+        options = {
+            "bounds": [np.zeros(len(top)).tolist(), top.tolist()],
+            "CMA_stds": np.where(is_latency, top, 1.0).tolist(),
+            "integer_variables": np.flatnonzero(is_latency).tolist(),
+            "popsize": cfg.population,
+            "verbose": -9,
+        }
+        runs = [cma.CMAEvolutionStrategy(x0, 0.3, {**options, "seed": cfg.seed + 1 + r}) for r in range(cfg.runs)]
+        for g in range(cfg.generations):
+            asked = [es.ask() for es in runs]
+            errors = self.errors([decode(x) for xs in asked for x in xs])
+            for k, (es, xs) in enumerate(zip(runs, asked, strict=True)):
+                es.tell(xs, errors[k * cfg.population : (k + 1) * cfg.population].tolist())
+            self.history.append(min(float(es.result.fbest) for es in runs))
+            if self.progress is not None:
+                self.progress(0.9 * (g + 1) / cfg.generations, self.history[-1])
+        best = decode(min(runs, key=lambda e: e.result.fbest).result.xbest)
+        before, after = self.errors([{}, best])
+        return best if after < before else decode(x0)  # nothing fits better than the twin as it was
+
+    def least_squares(self, values: dict, latency: float | None) -> dict[str, float]:
+        """The continuous parameters at the delay found, polished from `values` by least squares: steps that
+        only ever lower the error, to the bottom of the valley that the search found."""
+        if not self.names:
+            return {}
+        from mujoco import minimize
+
+        norm = len(self.windows[0].targets) * len(self.windows)  # sum of squares -> the mean trajectory error
+
+        def on_iteration(trace) -> None:
+            self.history.append(float(2 * trace[-1].objective / norm))  # minimize's objective: half the sum
+
+        z, trace = minimize.least_squares(
+            self._unit(values),
+            lambda z: self.residuals(self._candidates(z.reshape(len(self.names), -1), latency)),
+            bounds=[np.zeros(len(self.names)), np.ones(len(self.names))],
+            eps=self.cfg.fd_step,
+            max_iter=self.cfg.iterations,
+            verbose=minimize.Verbosity.SILENT,
+            iter_callback=on_iteration,
+        )
+        if self.progress is not None:
+            self.progress(1.0, 2 * trace[-1].objective / norm)
+        return self._candidates(z.reshape(-1, 1), None)[0]
+
+    def _latency_steps(self) -> np.ndarray:
+        lo, hi = self.cfg.bounds["latency_s"]
+        return np.arange(int(np.ceil(lo / self.spec.sim_dt - 1e-9)), int(np.floor(hi / self.spec.sim_dt + 1e-9)) + 1)
+
+    def slices(self, best: dict[str, float]) -> dict[str, tuple[float, float]]:
+        """Per parameter, the values that a likelihood-ratio test keeps at 95% (one parameter: chi-square 3.84,
+        the noise taken from the residual at the fit) when it alone moves over its box, the others held at the
+        fit: a grid of 21 values (the delay: every whole step), all in one batched replay. A slice sees the rough
+        error's envelope, which a Jacobian at one point cannot; it does not see correlations, which the Jacobian
+        does."""
+        from scipy.stats import chi2
+
+        grids = {p: np.linspace(*self.cfg.bounds[p], SLICE_POINTS) for p in self.names}
+        if "latency_s" in best:
+            grids["latency_s"] = self._latency_steps() * self.spec.sim_dt
+        r = self.residuals([best] + [{**best, p: float(v)} for p, grid in grids.items() for v in grid])
+        ssr = (r**2).sum(0)
+        floor = float(ssr.min())
+        keep = ssr - floor <= chi2.ppf(0.95, 1) * floor / max(len(r) - len(best), 1)
+        ranges, at = {}, 1
+        for p, grid in grids.items():
+            kept = np.append(grid[keep[at : at + len(grid)]], best[p])
+            ranges[p] = (float(kept.min()), float(kept.max()))
+            at += len(grid)
+        return ranges
+
+    def intervals(self, best: dict[str, float]) -> dict[str, Estimate]:
+        """95% intervals at the fit, each the wider of two: the Jacobian's (mujoco.sysid.calculate_intervals,
+        correlations included; the residual left over is taken for noise, so a twin that cannot match the robot
+        widens them) and the parameter's slice (see `slices`). The delay has no derivative: its slice alone."""
+        from mujoco import minimize, sysid
+
+        latency = best.get("latency_s")
+        n = len(self.names)
+        jac, half = np.zeros((0, n)), np.zeros(n)
+        if n:
+            z = self._unit(best)[:, None]
+            f = lambda z: self.residuals(self._candidates(z, latency))  # noqa: E731
+            r = f(z)
+            jac, _ = minimize.jacobian_fd(f, z, r, self.cfg.fd_step, 0, [np.zeros((n, 1)), np.ones((n, 1))])
+            with np.errstate(invalid="ignore"):
+                _, half = sysid.calculate_intervals([r[:, 0]], jac)  # in fractions of each box
+        estimates = {}
+        for p, (low, high) in self.slices(best).items():
+            box = self.cfg.bounds[p][1] - self.cfg.bounds[p][0]
+            why = ""
+            if p in self.names:
+                j = self.names.index(p)
+                h = float(half[j]) * box
+                if not np.any(jac[:, j]):
+                    why = "the logs do not excite it"
+                elif not np.isfinite(h):
+                    why = "ill-conditioned: the logs cannot tell it apart from " + _confounded(jac, j, self.names)
+                    low, high = self.cfg.bounds[p]
+                else:
+                    low, high = min(low, best[p] - h), max(high, best[p] + h)
+            low, high = max(low, self.cfg.bounds[p][0]), min(high, self.cfg.bounds[p][1])  # nothing beyond the box
+            if not why and (high - low) / 2 > self.cfg.determined_within * box:
+                why = f"its 95% interval spans more than {2 * self.cfg.determined_within:.0%} of its search box"
+            estimates[p] = Estimate(best[p], float(low), float(high), not why, why)
+        return estimates
+
+
+def _confounded(jac: np.ndarray, j: int, names: list[str]) -> str:
+    """The parameter whose effect on the replay is most nearly parallel to parameter j's."""
+    unit = jac / np.maximum(np.linalg.norm(jac, axis=0), 1e-300)
+    cosines = np.abs(unit.T @ unit[:, j])
+    cosines[j] = -1
+    return names[int(np.argmax(cosines))] if len(names) > 1 else "noise"
