@@ -30,14 +30,14 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 
-from edge.fileio import read_yaml_mapping
 from edge.manifest import SAFE_MODES
 from edge.observation import rotate_world_to_base
 from ros_nodes import qos
 from ros_nodes.params import describe
 from ros_nodes.spin import ignore_interrupts, init, start
 from sim.errors import SimError
-from sim.randomization import PhysicsParams, RandomizationConfig, fixed_params
+from sim.field_robot import FieldRobot, load_field_robot
+from sim.randomization import PhysicsParams, RandomizationConfig
 from sim.twin import BatchedTwin
 
 
@@ -49,7 +49,9 @@ class SimBridge(Node):
     def __init__(self, **kwargs):
         super().__init__("sim_bridge", **kwargs)
         self.declare_parameter("robot", "rover", describe("robot name or YAML path"))
-        self.declare_parameter("field_twin", "", describe("YAML of hidden twin parameters; '' = nominal"))
+        self.declare_parameter(
+            "field_twin", "", describe("field robot YAML: hidden twin parameters and effects; '' = nominal")
+        )
         self.declare_parameter("lockstep", False, describe("own /clock and step when commands arrive"))
         self.declare_parameter(
             "lockstep_timeout_s",
@@ -80,13 +82,11 @@ class SimBridge(Node):
         )
         self.twin.max_episode_steps = np.iinfo(np.int64).max  # the robot runs until stopped, not in episodes
         self.twin.reset()
-        values = {}
+        config = load_field_robot(field)
         if field:
-            values = read_yaml_mapping(field, SimError, "field twin", "expected a mapping of twin parameters")
-            self.get_logger().info(f"field twin: {values}")
+            self.get_logger().info(f"field robot: {config.hidden}, effects {config.effects}")
         spec = self.twin.spec
-        self.field_params = fixed_params(values, spec.sim_dt)  # the "real robot" with its actuators as they are
-        self.twin.set_params(self.field_params)
+        self.field = FieldRobot(self.twin, config)  # the "real robot": its hidden parameters and effects
         self.safe_mode = str(self.get_parameter("safe_mode").value) or spec.safe_mode
         if self.safe_mode not in SAFE_MODES:
             raise SimError(f"safe_mode {self.safe_mode!r} is not one of {', '.join(SAFE_MODES)}")
@@ -96,7 +96,7 @@ class SimBridge(Node):
         self._last_command_wall = time.monotonic()
         self.dt_ns = int(round(spec.control_dt * 1e9))
         self.sim_time_ns = 0
-        self.action = np.tile(self.twin.safe_action(), (1, 1))
+        self.action = self.twin.safe_action()
         self.falls = 0
         self.bad_commands = 0
         self.resends = 0  # lockstep: states sent again because no command answered them
@@ -131,7 +131,7 @@ class SimBridge(Node):
                 throttle_duration_sec=1.0,
             )
             return
-        self.action = self.twin.actions_from_targets(targets)[None]
+        self.action = self.twin.actions_from_targets(targets)
         self._last_command_wall = time.monotonic()
         if self.mode and self._timed_out:  # commands are back after a timeout: follow them again
             self._set_mode("", "joint_commands resumed")
@@ -158,14 +158,14 @@ class SimBridge(Node):
         self.mode, self._timed_out = mode, why == "cmd_timeout"
         self.twin.set_params(self._params())
         if mode == "hold":
-            self.action = np.tile(self.twin.safe_action(), (1, 1))
+            self.action = self.twin.safe_action()
         self.get_logger().warn(f"safe mode {mode} ({why})" if mode else f"safe mode left ({why})")
 
     def _params(self) -> PhysicsParams:
         """The field twin's physics, with kp = 0 while damping."""
         if self.mode == "damp":
-            return dataclasses.replace(self.field_params, kp_scale=np.zeros_like(self.field_params.kp_scale))
-        return self.field_params
+            return dataclasses.replace(self.field.params, kp_scale=np.zeros_like(self.field.params.kp_scale))
+        return self.field.params
 
     def _step_real_time(self) -> None:
         if not self.mode and time.monotonic() - self._last_command_wall > self.cmd_timeout_s:
@@ -175,7 +175,7 @@ class SimBridge(Node):
 
     def _step(self) -> None:
         lin_vel_before = self.twin.backend.state()["base_lin_vel"][0]
-        _, _, terminated, _, _ = self.twin.step(self.action)
+        _, _, terminated, _, _ = self.twin.step(self.field.act(self.action)[None])
         self._accel_world = (self.twin.backend.state()["base_lin_vel"][0] - lin_vel_before) / self.twin.spec.control_dt
         if terminated[0]:
             self.falls += 1
@@ -195,11 +195,12 @@ class SimBridge(Node):
         quat = state["base_quat"][0]  # w, x, y, z
         lin_base = rotate_world_to_base(state["base_quat"], state["base_lin_vel"])[0]
         ang_base = state["base_ang_vel"][0]
+        odom_lin, odom_ang = self.field.sense_odometry(lin_base, ang_base)
 
         joints = JointState()
         joints.header.stamp = stamp
         joints.name = list(spec.joints)
-        joints.position = state["joint_pos"][0].tolist()
+        joints.position = self.field.sense_joints(state["joint_pos"][0]).tolist()
         joints.velocity = state["joint_vel"][0].tolist()
         self.pub_joints.publish(joints)
 
@@ -207,7 +208,8 @@ class SimBridge(Node):
         imu.header.stamp = stamp
         imu.header.frame_id = "imu_link"
         imu.orientation.w, imu.orientation.x, imu.orientation.y, imu.orientation.z = (float(v) for v in quat)
-        imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = (float(v) for v in ang_base)
+        gyro = self.field.sense_gyro(ang_base)
+        imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = (float(v) for v in gyro)
         # specific force: acceleration minus gravity, in the base frame (what an accelerometer reads)
         acc = rotate_world_to_base(state["base_quat"], (self._accel_world + [0.0, 0.0, 9.81])[None])[0]
         imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = (float(v) for v in acc)
@@ -227,9 +229,9 @@ class SimBridge(Node):
         odom.pose.pose.position.x, odom.pose.pose.position.y, odom.pose.pose.position.z = (float(v) for v in pos)
         o = odom.pose.pose.orientation
         o.w, o.x, o.y, o.z = (float(v) for v in quat)
-        odom.twist.twist.linear.x, odom.twist.twist.linear.y, odom.twist.twist.linear.z = (float(v) for v in lin_base)
+        odom.twist.twist.linear.x, odom.twist.twist.linear.y, odom.twist.twist.linear.z = (float(v) for v in odom_lin)
         a = odom.twist.twist.angular
-        a.x, a.y, a.z = (float(v) for v in ang_base)
+        a.x, a.y, a.z = (float(v) for v in odom_ang)
         self.pub_odom.publish(odom)
 
 

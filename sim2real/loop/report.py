@@ -14,6 +14,7 @@ from pathlib import Path
 
 from edge.fileio import atomic_write_bytes
 from sim.campaign.report import STYLE, axis_heatmap, html_table, img_tag
+from sim.field_robot import load_field_robot
 from sim.kpis import GAIT_KPIS
 
 LOOP_STYLE = (
@@ -252,17 +253,13 @@ def _field_gait(analysed: dict, final: dict | None) -> str:
 
 
 def _sysid(stages: dict, out: Path) -> str:
-    import yaml
-
     if "retrain" not in stages:
         return _pending("System identification")
     d = stages["retrain"]["data"]
     if stages["retrain"]["verdict"] == "skipped":
         return "<h2>System identification</h2><p class='note'>not needed: no drift</p>"
-    hidden = {}
     field_twin = Path(stages["deploy"]["data"]["field_twin"])
-    if field_twin.is_file():
-        hidden = yaml.safe_load(field_twin.read_text()) or {}
+    hidden = load_field_robot(field_twin).hidden if field_twin.is_file() else {}
     estimates = d.get("estimates") or {k: {"value": v} for k, v in d["identified"].items()}
     rows = [[k, e["value"], _interval(e), str(hidden.get(k, "-"))] for k, e in estimates.items()]
     before, after = d.get("sysid_error_before"), d.get("sysid_error_after")

@@ -1,0 +1,125 @@
+"""The SIL's field robot: the training twin made into a robot it cannot match exactly.
+
+A field robot YAML (config/retrain/field_*.yaml) holds the twin parameters the robot hides (the easy case: keys of
+sim.randomization.FIELD_KEYS, which system identification searches) and, under `effects:`, what no parameter of
+the training twin expresses: drives that answer with a first-order lag (the twin has a pure delay), Coulomb
+friction in the joints, a payload whose centre of mass is off the base's, and sensors with bias, noise, an offset
+and wheel slip. sim_bridge_node applies both; system identification then fits what it can, and the replay error
+left over is the reality gap it cannot close.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from edge.config import load_dataclass, setting
+from edge.fileio import read_yaml_mapping
+from sim.errors import SimError
+from sim.randomization import PhysicsParams, fixed_params
+
+__all__ = ["FieldEffects", "FieldRobot", "FieldRobotConfig", "load_field_robot"]
+
+
+@dataclass(frozen=True)
+class FieldEffects:
+    """What the field robot does that the training twin cannot: each 0 (the default) is off."""
+
+    motor_lag_s: float = setting(
+        0.0, "time constant of a first-order lag between each drive's target and what it applies (s)", ge=0, le=1
+    )
+    joint_friction_nm: float = setting(
+        0.0, "Coulomb friction in every actuated joint (N m or N; MuJoCo's frictionloss): the twin has none", ge=0
+    )
+    payload_com_m: tuple[float, float, float] = setting(
+        (0.0, 0.0, 0.0), "the payload's centre of mass from the base's (m, base frame)", length=3
+    )
+    gyro_bias: tuple[float, float, float] = setting((0.0, 0.0, 0.0), "IMU angular-velocity bias (rad/s)", length=3)
+    gyro_noise: float = setting(0.0, "IMU angular-velocity white noise, standard deviation (rad/s)", ge=0)
+    odom_noise: float = setting(0.0, "odometry twist white noise, standard deviation (m/s, rad/s)", ge=0)
+    odom_slip: float = setting(
+        0.0, "odometry reads (1 - slip) of the base's true velocity: wheels that slip", ge=0, le=0.5
+    )
+    encoder_offset_rad: float = setting(0.0, "a constant offset on every joint position reading (rad or m)")
+    seed: int = setting(0, "seed of the sensor noise", ge=0)
+
+
+@dataclass(frozen=True)
+class FieldRobotConfig:
+    hidden: dict[str, float] = field(default_factory=dict)  # twin parameters, sim.randomization.FIELD_KEYS
+    effects: FieldEffects = field(default_factory=FieldEffects)
+
+
+def load_field_robot(path: str | Path | None) -> FieldRobotConfig:
+    """A field robot YAML; None or '' is the nominal twin. Unknown keys, here or under `effects`, are refused with
+    the file's name."""
+    if not path:
+        return FieldRobotConfig()
+    values = read_yaml_mapping(path, SimError, "field twin", "expected a mapping of twin parameters")
+    effects = values.pop("effects", None) or {}
+    if not isinstance(effects, dict):
+        raise SimError(f"{path}: effects must be a mapping of FieldEffects fields")
+    try:  # an unknown or invalid hidden parameter, refused now (the time step only rounds the delay)
+        fixed_params(values, 1.0)
+    except SimError as e:
+        raise SimError(f"{path}: {e}") from None
+    return FieldRobotConfig(dict(values), load_dataclass(FieldEffects, effects, error=SimError, name=f"{path} effects"))
+
+
+class FieldRobot:
+    """One twin env (the bridge's) as the field robot: its hidden parameters set and its model edited once, each
+    command lagged, each reading corrupted as its sensors would."""
+
+    def __init__(self, twin, config: FieldRobotConfig):
+        self.twin, self.effects = twin, config.effects
+        self.params: PhysicsParams = fixed_params(config.hidden, twin.spec.sim_dt)
+        twin.set_params(self.params)
+        self._rng = np.random.default_rng(self.effects.seed)
+        self._applied: np.ndarray | None = None
+        # the lag's discrete step per control period: exact for a target held over the period
+        lag = self.effects.motor_lag_s
+        self._alpha = 1.0 if lag == 0 else 1.0 - float(np.exp(-twin.spec.control_dt / lag))
+        self._edit_model()
+
+    def _edit_model(self) -> None:
+        """Joint friction and the payload's offset centre of mass, on the MuJoCo model of env 0 (other fields than
+        those set_params writes, so a reset's set_params keeps them)."""
+        e = self.effects
+        if e.joint_friction_nm == 0 and not any(e.payload_com_m):
+            return
+        models = getattr(self.twin.backend, "models", None)
+        if models is None:
+            raise SimError("field robot effects on the model (joint friction, payload_com_m) need the MuJoCo backend")
+        m, spec = models[0], self.twin.spec
+        for joint in spec.joints:
+            m.dof_frictionloss[m.joint(joint).dofadr[0]] = e.joint_friction_nm
+        base = m.body(spec.base_body).id
+        # the base and its payload as one body (set_params made its mass the sum): their centre of mass moves by
+        # payload / total of the offset (the inertia's parallel-axis term is left out: centimetres, not metres)
+        payload = max(float(self.params.payload_kg[0]), 0.0)
+        m.body_ipos[base] += payload / float(m.body_mass[base]) * np.asarray(e.payload_com_m)
+
+    def act(self, action: np.ndarray) -> np.ndarray:
+        """The action the drives apply this control step for the one commanded: lagged (actions are affine in
+        the joint targets, so this is the lag of the targets)."""
+        if self._applied is None or self._alpha == 1.0:
+            self._applied = np.array(action, dtype=np.float64)
+        else:
+            self._applied = self._applied + self._alpha * (action - self._applied)
+        return self._applied
+
+    def sense_joints(self, position: np.ndarray) -> np.ndarray:
+        return position + self.effects.encoder_offset_rad
+
+    def sense_gyro(self, angular_velocity: np.ndarray) -> np.ndarray:
+        return angular_velocity + np.asarray(self.effects.gyro_bias) + self._noise(self.effects.gyro_noise, 3)
+
+    def sense_odometry(self, linear: np.ndarray, angular: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The base twist the odometry reports: slipping wheels read short; noise on both."""
+        noise = self.effects.odom_noise
+        return (1.0 - self.effects.odom_slip) * linear + self._noise(noise, 3), angular + self._noise(noise, 3)
+
+    def _noise(self, std: float, n: int) -> np.ndarray:
+        return self._rng.normal(0.0, std, n) if std else np.zeros(n)

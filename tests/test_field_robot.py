@@ -1,0 +1,150 @@
+"""The hard field robot (sim.field_robot): its YAML is checked with the file named, each effect does what it says
+on the twin's model, commands and sensors, and together they leave a reality gap that no twin parameter closes."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import Imu
+
+from edge.observation import projected_gravity
+from edge.resources import config_path
+from sim.controllers import DiffDriveController
+from sim.errors import SimError
+from sim.field_robot import FieldEffects, FieldRobot, FieldRobotConfig, load_field_robot
+from sim.randomization import RandomizationConfig
+from sim.twin import BatchedTwin
+from tests.ros_helpers import node_process, probe_node, ros_env, spin_until
+from training.retrain.ingest import FieldLog
+from training.retrain.sysid import SysIdConfig, identify, log_windows, replay_errors
+
+HARD = config_path("retrain") / "field_robot_hard.yaml"
+HARD_QUADRUPED = config_path("retrain") / "field_robot_hard_quadruped.yaml"
+SCRIPT = [(1.0, 0.8, 0.0), (1.0, 0.0, 1.2), (1.0, -0.5, 0.0), (1.0, 0.4, -1.0)]
+
+
+def twin(robot: str = "rover") -> BatchedTwin:
+    t = BatchedTwin(
+        robot, num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False), resample_commands=False
+    )
+    t.reset()
+    return t
+
+
+@pytest.mark.parametrize("path", [HARD, HARD_QUADRUPED], ids=lambda p: p.name)
+def test_the_shipped_hard_field_robots_load(path):
+    config = load_field_robot(path)
+    assert config.hidden and config.effects != FieldEffects()
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("payload_kg: 1.0\neffects: {motor_lag: 0.1}\n", "motor_lag"),
+        ("gravity: 3\n", "gravity"),
+        ("effects: [1, 2]\n", "effects must be a mapping"),
+        ("effects: {odom_slip: 0.9}\n", "odom_slip"),
+        ("effects: {gyro_bias: [0.1]}\n", "gyro_bias"),
+    ],
+)
+def test_a_bad_field_robot_is_refused_naming_the_file_and_the_key(tmp_path, text, says):
+    path = tmp_path / "field.yaml"
+    path.write_text(text)
+    with pytest.raises(SimError, match=says) as refused:
+        load_field_robot(path)
+    assert str(path) in str(refused.value)
+
+
+def test_model_effects_survive_the_resets_that_set_the_hidden_parameters():
+    t = twin()
+    effects = FieldEffects(joint_friction_nm=0.3, payload_com_m=(0.1, 0.0, 0.05))
+    m = t.backend.models[0]
+    base = m.body(t.spec.base_body).id
+    before = m.body_ipos[base].copy()
+    robot = FieldRobot(t, FieldRobotConfig({"payload_kg": 3.0}, effects))
+    joints = [m.joint(j).dofadr[0] for j in t.spec.joints]
+    assert np.all(m.dof_frictionloss[joints] == 0.3)
+    assert np.count_nonzero(m.dof_frictionloss) == len(joints)  # the base's free joint has none
+    np.testing.assert_allclose(m.body_ipos[base] - before, 3.0 / m.body_mass[base] * np.array([0.1, 0.0, 0.05]))
+    t.set_params(robot.params)  # what the bridge does after a fall
+    assert np.all(m.dof_frictionloss[joints] == 0.3) and not np.allclose(m.body_ipos[base], before)
+
+
+def test_the_drives_lag_their_targets_as_a_first_order_system():
+    t = twin()
+    dt = t.spec.control_dt
+    robot = FieldRobot(t, FieldRobotConfig(effects=FieldEffects(motor_lag_s=dt)))
+    robot.act(np.zeros(2))
+    applied = [robot.act(np.ones(2))[0] for _ in range(3)]
+    np.testing.assert_allclose(applied, 1 - np.exp(-np.arange(1, 4)))  # one time constant per control period
+    plain = FieldRobot(twin(), FieldRobotConfig())
+    assert plain.act(np.ones(2))[0] == 1.0
+
+
+def test_sensors_read_with_bias_offset_slip_and_noise():
+    effects = FieldEffects(gyro_bias=(0.0, 0.0, 0.02), gyro_noise=0.01, odom_slip=0.05, encoder_offset_rad=0.01)
+    robot = FieldRobot(twin(), FieldRobotConfig(effects=effects))
+    gyro = np.array([robot.sense_gyro(np.zeros(3)) for _ in range(4000)])
+    np.testing.assert_allclose(gyro.mean(0), [0.0, 0.0, 0.02], atol=0.001)
+    np.testing.assert_allclose(gyro.std(0), 0.01, rtol=0.1)
+    lin, ang = robot.sense_odometry(np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 0.5]))
+    np.testing.assert_allclose(lin, [0.95, 0.0, 0.0])
+    np.testing.assert_allclose(ang, [0.0, 0.0, 0.5])
+    np.testing.assert_allclose(robot.sense_joints(np.zeros(2)), [0.01, 0.01])
+
+
+def drive_and_log(config: FieldRobotConfig) -> tuple:
+    """The rover driven through SCRIPT on the field robot, logged as its sensors read it (what a log holds)."""
+    t = twin()
+    robot = FieldRobot(t, config)
+    controller = DiffDriveController(t)
+    rows = []
+    for seconds, vx, wz in SCRIPT:
+        t.set_commands(np.array([vx, 0.0, wz]))
+        for _ in range(int(round(seconds / t.spec.control_dt))):
+            action = controller()[0]
+            t.step(robot.act(action)[None])
+            s = t.backend.state()
+            lin, ang = t.task.base_velocities(s)
+            lin, ang = robot.sense_odometry(lin[0], ang[0])
+            target = t.spec.action_scale * action  # the rover's wheel-speed targets, as /joint_commands has them
+            gravity = projected_gravity(s["base_quat"])[0]
+            row = (t.commands[0].copy(), lin, ang, gravity, s["base_pos"][0, 2], robot.sense_joints(s["joint_pos"][0]))
+            rows.append((*row, s["joint_vel"][0], target, s["base_quat"][0]))
+    cmd, lin, ang, grav, z, jp, jv, targets, quat = (np.array(c) for c in zip(*rows, strict=True))
+    log = FieldLog(None, np.arange(len(rows)) * t.spec.control_dt, cmd, lin, ang, grav, z, jp, jv, targets, [], quat)
+    return t.spec, log_windows([log], 0.1, 12)
+
+
+def test_the_hard_robot_leaves_a_gap_that_no_twin_parameter_closes():
+    """On the easy field twin the true hidden parameters replay its log exactly; on the hard robot they do not,
+    and identification ends above zero, as it would on a real robot."""
+    hidden = {"payload_kg": 3.0, "latency_s": 0.02}
+    spec, easy = drive_and_log(FieldRobotConfig(hidden))
+    _, hard = drive_and_log(FieldRobotConfig(hidden, load_field_robot(HARD).effects))
+    assert replay_errors(spec, easy, [hidden])[0] < 1e-12
+    gap = replay_errors(spec, hard, [hidden])[0]
+    assert gap > 1e-3
+    result = identify(spec, hard, SysIdConfig(params=("payload_kg", "latency_s"), population=8, generations=10))
+    assert 0 < result.error_after <= gap  # better than the true hidden values can do, never exact
+
+
+def test_the_bridge_reads_its_imu_as_the_hard_robot_does(tmp_path):
+    """sim_bridge_node with the hard field robot: the standing rover's gyro reads the yaw bias; a field robot YAML
+    with an unknown effect stops the node with one line that names it."""
+    with (
+        node_process("ros_nodes.sim_bridge_node", f"field_twin:={HARD}") as proc,
+        probe_node() as (node, ex),
+    ):
+        yaw = []
+        node.create_subscription(Imu, "/imu/data", lambda m: yaw.append(m.angular_velocity.z), qos_profile_sensor_data)
+        assert spin_until(ex, lambda: len(yaw) >= 100, 60), proc.output
+        assert np.mean(yaw[-100:]) == pytest.approx(0.02, abs=0.005)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("effects: {motor_lag: 0.1}\n")
+    args = [sys.executable, "-m", "ros_nodes.sim_bridge_node", "--ros-args", "-p", f"field_twin:={bad}"]
+    out = subprocess.run(args, env=ros_env(), capture_output=True, text=True, timeout=60)
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    assert out.returncode == 2 and "motor_lag" in lines[-1] and "Traceback" not in out.stderr, lines
