@@ -208,6 +208,8 @@ def test_a_ros1_bag_and_a_rosbag2_sqlite_log_read_as_mcap_does(tmp_path):
         kpis = kpis_of(path)
         assert kpis.episodes == 3 and kpis.not_measured == {}
         assert kpis.means == pytest.approx(reference.means, abs=1e-9)
+    (path.parent / "robot_1.db3").write_bytes(b"")  # a bag split in two files: its reader reads both, once
+    assert log_files(tmp_path / "db3") == [path]
     stamped = robot_log(tmp_path / "stamped", "bag", {**OWN, "cmd_vel": "/cmd_vel_stamped"})
     assert kpis_of(stamped, {"cmd_vel": "/cmd_vel_stamped"}).means["tracking_error_lin"] == pytest.approx(LIN_ERROR)
 

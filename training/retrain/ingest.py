@@ -119,13 +119,16 @@ class FieldLog:
 
 def log_files(path: str | Path) -> list[Path]:
     """A log file, a rosbag2 directory, or a directory of them (field_recorder's output, .partial excluded):
-    .mcap, .db3 and ROS 1 .bag files."""
+    .mcap, .db3 and ROS 1 .bag files; a rosbag2 SQLite bag by its first .db3 file, however many it has."""
     p = Path(path)
     if p.is_file():
         return [p]
     if not p.is_dir():
         raise TrainingError(f"no field log at {p}")
-    return sorted(f for s in LOG_SUFFIXES for f in p.rglob(f"*{s}") if ".partial" not in f.parts)
+    found = sorted(f for s in LOG_SUFFIXES for f in p.rglob(f"*{s}") if ".partial" not in f.parts)
+    # a rosbag2 SQLite bag split into several .db3 files is read whole through its metadata.yaml: one entry each
+    bags = {f.parent: f for f in reversed(found) if f.suffix == ".db3"}
+    return [f for f in found if f.suffix != ".db3" or bags[f.parent] == f]
 
 
 def topic_mapping(pairs: list[str]) -> dict[str, str]:
