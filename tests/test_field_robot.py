@@ -9,7 +9,6 @@ import pytest
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Imu
 
-from edge.observation import projected_gravity
 from edge.resources import config_path
 from sim.controllers import DiffDriveController
 from sim.errors import SimError
@@ -17,7 +16,7 @@ from sim.field_robot import FieldEffects, FieldRobot, FieldRobotConfig, load_fie
 from sim.randomization import RandomizationConfig
 from sim.twin import BatchedTwin
 from tests.ros_helpers import node_process, probe_node, ros_env, spin_until
-from training.retrain.ingest import FieldLog
+from training.retrain.field_drive import drive_field_log
 from training.retrain.sysid import SysIdConfig, identify, log_windows, replay_errors
 
 HARD = config_path("retrain") / "field_robot_hard.yaml"
@@ -96,26 +95,20 @@ def test_sensors_read_with_bias_offset_slip_and_noise():
 
 
 def drive_and_log(config: FieldRobotConfig) -> tuple:
-    """The rover driven through SCRIPT on the field robot, logged as its sensors read it (what a log holds)."""
+    """The rover driven through SCRIPT by its hand-written controller on the field robot; replay windows of its
+    log."""
     t = twin()
-    robot = FieldRobot(t, config)
-    controller = DiffDriveController(t)
-    rows = []
-    for seconds, vx, wz in SCRIPT:
-        t.set_commands(np.array([vx, 0.0, wz]))
-        for _ in range(int(round(seconds / t.spec.control_dt))):
-            action = controller()[0]
-            t.step(robot.act(action)[None])
-            s = t.backend.state()
-            lin, ang = t.task.base_velocities(s)
-            lin, ang = robot.sense_odometry(lin[0], ang[0])
-            target = t.spec.action_scale * action  # the rover's wheel-speed targets, as /joint_commands has them
-            gravity = projected_gravity(s["base_quat"])[0]
-            row = (t.commands[0].copy(), lin, ang, gravity, s["base_pos"][0, 2], robot.sense_joints(s["joint_pos"][0]))
-            rows.append((*row, s["joint_vel"][0], target, s["base_quat"][0]))
-    cmd, lin, ang, grav, z, jp, jv, targets, quat = (np.array(c) for c in zip(*rows, strict=True))
-    log = FieldLog(None, np.arange(len(rows)) * t.spec.control_dt, cmd, lin, ang, grav, z, jp, jv, targets, [], quat)
+    robot, controller = FieldRobot(t, config), DiffDriveController(t)
+    log = drive_field_log(robot, lambda: controller()[0], command_at, sum(s for s, _, _ in SCRIPT))
     return t.spec, log_windows([log], 0.1, 12)
+
+
+def command_at(t: float) -> np.ndarray:
+    for seconds, vx, wz in SCRIPT:
+        if t < seconds:
+            return np.array([vx, 0.0, wz])
+        t -= seconds
+    return np.zeros(3)
 
 
 def test_the_hard_robot_leaves_a_gap_that_no_twin_parameter_closes():

@@ -24,6 +24,31 @@ def test_the_default_command_script_loads():
     assert len(load_commands(DEFAULT_COMMANDS)) >= 2
 
 
+def test_the_identification_manoeuvre_stays_inside_the_rovers_command_limits():
+    from edge.resources import config_path
+    from sim.robot import load_robot
+
+    segments = load_commands(config_path("sil") / "identification_commands.yaml")
+    assert any(s.chirp for s in segments)
+    limits = load_robot("rover").command_limits
+    commands = np.array([command_at(segments, t) for t in np.arange(0, sum(s.duration_s for s in segments), 0.02)])
+    for axis, column in (("vx", 0), ("wz", 2)):
+        low, high = getattr(limits, axis)
+        assert low <= commands[:, column].min() and commands[:, column].max() <= high, axis
+
+
+def test_a_chirp_sweeps_its_frequency_over_the_segment(tmp_path):
+    chirp = {"vx": 0.2, "chirp": "wz", "amplitude": 1.0, "from_hz": 1.0, "to_hz": 3.0, "duration_s": 2.0}
+    segments = load_commands(write(tmp_path, [chirp]))
+    t = np.arange(0, 2.0, 1e-3)
+    wz = np.array([command_at(segments, x)[2] for x in t])
+    assert np.all(np.array([command_at(segments, x)[0] for x in t[:10]]) == 0.2)  # the constant part stays
+    crossings = t[1:][np.diff(np.sign(wz)) != 0]  # a sine crosses zero twice per period
+    # its phase in periods is f0 t + (f1 - f0) t^2 / 2T: 1.5 in the first second, 2.5 in the second (1 Hz to 3 Hz)
+    early, late = np.sum(crossings < 1.0), np.sum(crossings >= 1.0)
+    assert (early, late) in ((3, 4), (3, 5)) and np.abs(wz).max() == pytest.approx(1.0, abs=1e-3)
+
+
 def test_a_command_script_plays_its_segments_in_order_and_repeats(tmp_path):
     segments = load_commands(write(tmp_path, [{"vx": 0.5, "duration_s": 1.0}, {"wz": -1.0, "duration_s": 2.0}]))
     assert command_at(segments, 0.0).tolist() == [0.5, 0.0, 0.0]
@@ -39,6 +64,9 @@ def test_a_command_script_plays_its_segments_in_order_and_repeats(tmp_path):
         ([{"vx": 1.0}], "needs numeric vx, vy, wz and duration_s"),
         ([{"vx": "fast", "duration_s": 1.0}], "needs numeric vx, vy, wz and duration_s"),
         ([{"vx": 1.0, "duration_s": 0.0}], "durations must be positive"),
+        ([{"chirp": "yaw", "amplitude": 1, "from_hz": 1, "to_hz": 2, "duration_s": 1}], "a chirp, an axis of vx"),
+        ([{"chirp": "wz", "amplitude": 1, "from_hz": 2, "to_hz": 1, "duration_s": 1}], "0 < from_hz <= to_hz"),
+        ([{"chirp": "wz", "from_hz": 1, "to_hz": 2, "duration_s": 1}], "numeric amplitude"),
     ],
 )
 def test_bad_command_scripts_are_a_user_error(tmp_path, data, message):
