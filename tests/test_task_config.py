@@ -2,6 +2,7 @@
 given as a YAML or as Python terms."""
 
 import dataclasses
+import os
 import subprocess
 import sys
 
@@ -91,6 +92,52 @@ def test_every_entry_of_a_task_yaml_changes_the_task(tmp_path, name):
             rest[section] = {k: v for k, v in raw[section].items() if k != key}
         assert load_task(robot, write(tmp_path, yaml.safe_dump(rest))) != task, (section, key)
     assert len(entries) == {"rover": 4, "quadruped": 1}[name]
+
+
+def task_show(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "120"}  # rich wraps a table to the terminal's width
+    cmd = [sys.executable, "-m", "sim2real", "task", "show", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+
+
+def rows(text: str) -> dict[str, list[str]]:
+    """A rich table's body rows by their first cell."""
+    cells = [[c.strip() for c in line.strip("│ ").split("│")] for line in text.splitlines() if line.startswith("│")]
+    return {row[0]: row[1:] for row in cells}
+
+
+def test_task_show_prints_each_robots_effective_terms_marked_default_or_overridden():
+    quad, rover = task_show("--robot", "quadruped"), task_show("--robot", "rover")
+    assert quad.returncode == rover.returncode == 0, quad.stderr + rover.stderr
+    q, r = rows(quad.stdout), rows(rover.stdout)
+    assert q["feet_air_time"] == ["2", "threshold=0.25", "default"] and "feet_air_time" not in r
+    assert q["torques"] == r["torques"] == ["-1e-05", "-", "default"]
+    assert q["base_too_low"] == ["min_base_height=0.18", "overridden"] and q["tilted"][-1] == "default"
+    assert r["tilted"] == ["max_tilt_rad=0.8", "overridden"]
+    assert "only_positive_rewards" in quad.stdout and "only_positive_rewards" not in rover.stdout
+
+
+def test_task_show_marks_what_a_task_yaml_overrides_adds_and_drops(tmp_path):
+    path = write(tmp_path, "rewards:\n  lin_vel_z: {weight: -4.0}\n  torques: null\n  stand_still: {weight: -0.5}\n")
+    shown = rows(task_show("--robot", "rover", "--task", str(path)).stdout)
+    assert shown["lin_vel_z"] == ["-4", "-", "overridden"] and shown["torques"] == ["-", "-", "dropped"]
+    assert shown["stand_still"][0] == "-0.5" and shown["stand_still"][-1] == "added"
+    assert shown["tilted"] == ["max_tilt_rad=1.0", "default"]  # the given YAML replaces the rover's own
+
+
+def test_task_show_help_has_examples(capsys):
+    from sim2real.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["task", "--help"])
+    assert "examples:\n  sim2real task show --robot quadruped" in capsys.readouterr().out
+
+
+def test_task_show_refuses_an_unknown_robot_in_one_line():
+    shown = task_show("--robot", "no_such_robot")
+    assert shown.returncode == 2 and shown.stdout == ""
+    [line] = shown.stderr.splitlines()
+    assert line.startswith("sim2real task: error: unknown robot 'no_such_robot'; known: ") and "rover" in line
 
 
 def test_the_default_task_of_a_robot_with_feet_has_the_gait_terms(quadruped):
