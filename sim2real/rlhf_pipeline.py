@@ -16,9 +16,9 @@ a model directory exists under its final name only when complete. A stage whose 
 skipped on the next call; a leftover `.partial` directory (an interrupted run) is discarded and the stage redone;
 a directory without stage.json is never overwritten. `<out>/rlhf.json` lists every finished stage.
 
-Budgets (config/rlhf/budgets.yaml; what a budget buys on a 2-core CPU; docs/rlhf.md has measured figures):
-- `minimal`: the CI end-to-end test, about 4 minutes, the scratch model; the figures only show that every stage ran.
-- `quick`: about 13 minutes, the scratch model (SFT from the pretrained base does not fit the loop's envelope).
+Budgets (config/rlhf/budgets.yaml; what a budget buys on a 2-core CPU; docs/results/rlhf.md has the measured runs):
+- `minimal`: the CI end-to-end test, about 2 minutes, the scratch model; the figures only show that every stage ran.
+- `quick`: about 6 minutes, the scratch model (SFT from the pretrained base does not fit the loop's envelope).
 - `full`: config/rlhf/<stage>.yaml as they are: SFT from the SmolLM2-135M-Instruct base.
 """
 
@@ -72,7 +72,7 @@ class RLHFBudget(Budget):
 def torch_threads(count: int):
     """torch's intra-op thread count for the block (0: every core), the caller's restored after it. A budget fixes
     its own: the loop's PPO stage leaves 1, a bare process has every core, and a small model trains at its own
-    pace on one thread only (docs/rlhf.md)."""
+    pace on one thread only (docs/results/rlhf.md)."""
     import torch
 
     before = torch.get_num_threads()

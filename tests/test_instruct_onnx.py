@@ -74,7 +74,7 @@ def test_greedy_constrained_plans_match_transformers_on_the_held_out_set(hf, onn
         for a, b in zip(ours, theirs, strict=True)
         if a.planned.output != b.planned.output
     ]
-    # identical on every line when measured (docs/deploy-jetson.md); a near-tie logit may flip on another CPU
+    # identical on every line when measured (docs/results/rlhf.md); a near-tie logit may flip on another CPU
     assert len(differ) <= 1, differ
     acc, ref = summarize(ours), summarize(theirs)
     assert abs(acc["intent_accuracy"] - ref["intent_accuracy"]) <= 0.0102 and acc["json_valid_rate"] == 1.0

@@ -64,8 +64,8 @@ def test_minimal_budget_runs_every_stage():
 def test_the_minimal_run_reaches_its_figures():
     """What a cold minimal run trains on any machine, with margins its sample sizes support (measured on 2 cores, two
     cold runs alike: held-out 80.8% of 99 lines for SFT and RLHF, unconstrained JSON 98%, fresh SFT examples 7 of
-    16, 145 rated pairs; docs/rlhf.md). Held-out at 65% is four standard errors of 99 lines below what was measured;
-    a model that had learnt nothing of the intents scores near 0 there."""
+    16, 145 rated pairs; docs/results/rlhf.md). Held-out at 65% is four standard errors of 99 lines below what was
+    measured; a model that had learnt nothing of the intents scores near 0 there."""
     result = minimal_run()
     e = result["eval"]
     assert e["n"] == 99 and e["intent_accuracy_sft"] >= 0.65 and result["intent_accuracy_deployed"] >= 0.65, e

@@ -2,11 +2,13 @@
 given as a YAML or as Python terms."""
 
 import dataclasses
+import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import yaml
 
 from sim.errors import SimError
 from sim.randomization import RandomizationConfig
@@ -29,6 +31,32 @@ def write(tmp_path, text: str):
     return path
 
 
+# The effective reward terms (weight, params) of each robot's task, pinned from before the task YAMLs stopped
+# restating default_task's weights: the YAMLs now say only what differs, and what the robots learn is unchanged.
+LEGGED_GYM = {
+    "tracking_lin_vel": (1.0, {"sigma": 0.25}),
+    "tracking_ang_vel": (0.5, {"sigma": 0.25}),
+    "lin_vel_z": (-2.0, {}),
+    "ang_vel_xy": (-0.05, {}),
+    "orientation": (-1.0, {}),
+    "torques": (-1e-5, {}),
+    "joint_acc": (-2.5e-7, {}),
+    "action_rate": (-0.01, {}),
+    "termination": (-5.0, {}),
+}
+EFFECTIVE_REWARDS = {
+    "rover": LEGGED_GYM,
+    "quadruped": {**LEGGED_GYM, "feet_air_time": (2.0, {"threshold": 0.25}), "feet_slip": (-0.1, {})},
+}
+
+
+@pytest.mark.parametrize("name", ["rover", "quadruped"])
+def test_each_robots_effective_reward_terms_are_pinned(name):
+    task = load_task(load_robot(name))
+    assert {k: (t.weight, t.params) for k, t in task.rewards.items()} == EFFECTIVE_REWARDS[name]
+    assert [t.func for t in task.rewards.values()] == [REWARDS[k] for k in EFFECTIVE_REWARDS[name]]
+
+
 def test_each_robot_has_its_task_yaml_and_it_is_read():
     quad, rover = load_robot("quadruped"), load_robot("rover")
     assert task_path(quad).name == "velocity_quadruped.yaml" and task_path(rover).name == "velocity_rover.yaml"
@@ -43,15 +71,73 @@ def test_each_robot_has_its_task_yaml_and_it_is_read():
         "joint_vel",
         "last_action",
     ]
-    # apart from the fall heights, the rover's shorter episodes and the quadruped's rewards (Playground's Go1
-    # joystick weights and gait terms), both are the default legged_gym task
-    assert q == dataclasses.replace(default_task(quad), terminations=q.terminations, rewards=q.rewards)
-    assert r.rewards == default_task(rover).rewards
-    assert {k: t.weight for k, t in q.rewards.items() if k.startswith("feet_")} == {
-        "feet_air_time": 2.0,
-        "feet_slip": -0.1,
-    }
-    assert q.rewards["feet_air_time"].params == {"threshold": 0.25} and q.feet.contact_force_n == 1.0
+    # apart from the fall heights and the rover's shorter episodes and commands, both are the default task
+    assert q == dataclasses.replace(default_task(quad), terminations=q.terminations)
+    assert r == dataclasses.replace(
+        default_task(rover), terminations=r.terminations, episode_length_s=10.0, commands=r.commands
+    )
+    assert q.feet.contact_force_n == 1.0 and q.only_positive_rewards and not r.only_positive_rewards
+
+
+@pytest.mark.parametrize("name", ["rover", "quadruped"])
+def test_every_entry_of_a_task_yaml_changes_the_task(tmp_path, name):
+    # the YAMLs say only what differs from default_task: leaving out any entry changes the effective task (an entry
+    # that restates a default would not)
+    robot = load_robot(name)
+    raw, task = yaml.safe_load(task_path(robot).read_text()), load_task(robot)
+    entries = [(s, k) for s, v in raw.items() for k in (v if isinstance(v, dict) else [None])]
+    for section, key in entries:
+        rest = {s: v for s, v in raw.items() if s != section}
+        if key is not None and len(raw[section]) > 1:  # one entry of a section left out, its siblings kept
+            rest[section] = {k: v for k, v in raw[section].items() if k != key}
+        assert load_task(robot, write(tmp_path, yaml.safe_dump(rest))) != task, (section, key)
+    assert len(entries) == {"rover": 4, "quadruped": 1}[name]
+
+
+def task_show(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "120"}  # rich wraps a table to the terminal's width
+    cmd = [sys.executable, "-m", "sim2real", "task", "show", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+
+
+def rows(text: str) -> dict[str, list[str]]:
+    """A rich table's body rows by their first cell."""
+    cells = [[c.strip() for c in line.strip("│ ").split("│")] for line in text.splitlines() if line.startswith("│")]
+    return {row[0]: row[1:] for row in cells}
+
+
+def test_task_show_prints_each_robots_effective_terms_marked_default_or_overridden():
+    quad, rover = task_show("--robot", "quadruped"), task_show("--robot", "rover")
+    assert quad.returncode == rover.returncode == 0, quad.stderr + rover.stderr
+    q, r = rows(quad.stdout), rows(rover.stdout)
+    assert q["feet_air_time"] == ["2", "threshold=0.25", "default"] and "feet_air_time" not in r
+    assert q["torques"] == r["torques"] == ["-1e-05", "-", "default"]
+    assert q["base_too_low"] == ["min_base_height=0.18", "overridden"] and q["tilted"][-1] == "default"
+    assert r["tilted"] == ["max_tilt_rad=0.8", "overridden"]
+    assert "only_positive_rewards" in quad.stdout and "only_positive_rewards" not in rover.stdout
+
+
+def test_task_show_marks_what_a_task_yaml_overrides_adds_and_drops(tmp_path):
+    path = write(tmp_path, "rewards:\n  lin_vel_z: {weight: -4.0}\n  torques: null\n  stand_still: {weight: -0.5}\n")
+    shown = rows(task_show("--robot", "rover", "--task", str(path)).stdout)
+    assert shown["lin_vel_z"] == ["-4", "-", "overridden"] and shown["torques"] == ["-", "-", "dropped"]
+    assert shown["stand_still"][0] == "-0.5" and shown["stand_still"][-1] == "added"
+    assert shown["tilted"] == ["max_tilt_rad=1.0", "default"]  # the given YAML replaces the rover's own
+
+
+def test_task_show_help_has_examples(capsys):
+    from sim2real.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["task", "--help"])
+    assert "examples:\n  sim2real task show --robot quadruped" in capsys.readouterr().out
+
+
+def test_task_show_refuses_an_unknown_robot_in_one_line():
+    shown = task_show("--robot", "no_such_robot")
+    assert shown.returncode == 2 and shown.stdout == ""
+    [line] = shown.stderr.splitlines()
+    assert line.startswith("sim2real task: error: unknown robot 'no_such_robot'; known: ") and "rover" in line
 
 
 def test_the_default_task_of_a_robot_with_feet_has_the_gait_terms(quadruped):

@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "rlhf": "sim2real.cli.rlhf",
     "robot": "sim2real.cli.robot",
     "sil": "sim2real.cli.sil",
+    "task": "sim2real.cli.task",
     "train": "sim2real.cli.train",
     "validate": "sim2real.cli.validate",
 }

@@ -192,7 +192,7 @@ class RLConfig:
     epochs: int = setting(2, "clipped policy updates per batch of samples", ge=1)
     clip: float = setting(0.2, "PPO ratio clip", gt=0, le=1)
     kl_coef: float = setting(0.05, "penalty on log pi/pi_sft of each sampled plan", ge=0)
-    # small: the reward model ranks plans of unseen instructions near chance (docs/rlhf.md)
+    # small: the reward model ranks plans of unseen instructions near chance (docs/results/rlhf.md)
     rm_weight: float = setting(0.1, "weight of the reward model's score", ge=0)
     sim_weight: float = setting(1.0, "weight of the intent score of the plan executed in the twin", ge=0)
     json_weight: float = setting(1.0, "what invalid JSON costs", ge=0)

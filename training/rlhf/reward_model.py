@@ -5,7 +5,7 @@ reward (Rafailov et al., 2023): r(x, y) = beta * (log pi_r(y | x) - log pi_sft(y
 tokens, where pi_r starts as a copy of the SFT model and pi_sft stays frozen. It is trained on (prompt, chosen,
 rejected) with the Bradley-Terry loss -log sigmoid(r(chosen) - r(rejected)), TRL's RewardTrainer objective.
 Why not a scalar head on the last token: with a few hundred preferences a fresh head on a small model ranked
-held-out pairs at 53-66%, the log-ratio at 64-76% (docs/rlhf.md): it moves the very token probabilities that
+held-out pairs at 53-66%, the log-ratio at 64-76% (docs/results/rlhf.md): it moves the very token probabilities that
 differ between two plans (a digit of a duration, a sign). The reward model reads each plan with its totals
 (distance, angle, time in the units of the cleaned instruction), so matching "go forward 2 m" means comparing
 what both texts say, not multiplying; for a model with number slots, prompt, plan and totals are written with
@@ -13,7 +13,7 @@ slots, as the policy reads and writes them. A random held-out share of the pairs
 
 `reference: none` drops pi_sft (r = beta * log pi_r(y | x), a uniform reference): the reward then starts as the SFT
 model's own likelihood of the plan instead of 0, which ranks pairs well when the SFT model is good (the SmolLM2
-SFT model: 78% untrained, docs/rlhf.md); with it `totals: false`, as the SFT model never learnt to write totals.
+SFT model: 78% untrained, docs/results/rlhf.md); with it `totals: false`, as the SFT model never learnt to write totals.
 
 The output directory holds pi_r (a plain Hugging Face model directory), `reference/` (pi_sft, so the reward model
 is self-contained; absent with `reference: none`) and rlhf_reward.json. `RewardScorer` scores plans for RL and
@@ -163,7 +163,7 @@ def ranking_accuracy(scorer: RewardScorer, prefs: Sequence[Preference]) -> float
 def split_preferences(prefs: Sequence[Preference], holdout: float, seed: int) -> tuple[list, list]:
     """(train, held-out): a random `holdout` share of the comparisons is never trained on. A comparison is an
     instruction and an unordered pair of plans, so one rated twice (the corpus repeats instructions) falls wholly
-    on one side. Other comparisons of a held-out instruction may be in training (docs/rlhf.md also gives the
+    on one side. Other comparisons of a held-out instruction may be in training (docs/results/rlhf.md also gives the
     accuracy on unseen instructions)."""
 
     def key(p: Preference) -> tuple:
