@@ -80,7 +80,6 @@ class SimBridge(Node):
             resample_commands=False,
             nthread=0,
         )
-        self.twin.max_episode_steps = np.iinfo(np.int64).max  # the robot runs until stopped, not in episodes
         self.twin.reset()
         config = load_field_robot(field)
         if field:

@@ -76,6 +76,9 @@ class FieldRobot:
         self.twin, self.effects = twin, config.effects
         self.params: PhysicsParams = fixed_params(config.hidden, twin.spec.sim_dt)
         twin.set_params(self.params)
+        # a robot runs until stopped, not in episodes: the twin's time limit would reset it, and with it the hidden
+        # parameters to the nominal twin's (after a fall, the caller sets them again)
+        twin.max_episode_steps = np.iinfo(np.int64).max
         self._rng = np.random.default_rng(self.effects.seed)
         self._applied: np.ndarray | None = None
         # the lag's discrete step per control period: exact for a target held over the period

@@ -28,7 +28,8 @@ def drive_field_log(
     for k in range(int(round(seconds / spec.control_dt))):
         twin.set_commands(np.asarray(command_at(k * spec.control_dt), dtype=np.float64))
         action = np.asarray(act(), dtype=np.float64).reshape(-1)
-        twin.step(robot.act(action)[None])
+        if twin.step(robot.act(action)[None])[2][0]:  # a fall: the twin restarts, nominal; the robot stays itself
+            twin.set_params(robot.params)
         s = twin.backend.state()
         lin, ang = twin.task.base_velocities(s)
         rows.append(

@@ -33,6 +33,7 @@ NOMINAL = {
     "kd_scale": 1.0,
     "latency_s": 0.0,
 }  # sim.randomization.fixed_params({}): the twin as trained
+EARLIER_TARGETS = 10  # targets logged before a replay window that refill the twin's delay buffer (0.2 s at 50 Hz)
 SLICE_POINTS = 21  # values per parameter on its box when its interval is probed (see _Fit.slices)
 DEFAULT_BOUNDS = {
     "friction": (0.2, 1.5),
@@ -146,9 +147,13 @@ def log_windows(logs: list[FieldLog], seconds: float, count: int) -> list[Window
             & np.isfinite(log.joint_pos).all(1)
             & np.isfinite(log.joint_vel).all(1)
         )
-        first = max(int(np.argmax(known)) if known.any() else len(log.t), 1)
-        # a window [a, a + length) starts from the state logged at row a - 1
-        valid = [first <= a and bool(known[a - 1 : a + length].all()) for a in range(len(log.t) - length + 1)]
+        # a window [a, a + length) starts from the state logged at row a - 1, its delay buffer refilled with the
+        # EARLIER_TARGETS targets logged before it: a window nearer the log's start would guess what the drives
+        # were still applying (a delay of three control steps reaches three targets back)
+        first = (int(np.argmax(known)) if known.any() else len(log.t)) + EARLIER_TARGETS
+        valid = [
+            first <= a and bool(known[a - EARLIER_TARGETS : a + length].all()) for a in range(len(log.t) - length + 1)
+        ]
         changes = np.flatnonzero(np.any(np.diff(log.commands, axis=0) != 0, axis=1))  # the row before a change
         at_changes += [(log, int(a), length) for a in changes if a < len(valid) and valid[a]]
         evenly += [(log, a, length) for a in range(first, len(valid), length) if valid[a]]
@@ -165,8 +170,7 @@ def _spread(items: list, k: int) -> list:
 
 def _window(log: FieldLog, a: int, length: int) -> Window:
     span = slice(a, a + length)
-    before = log.joint_targets[max(0, a - 10) : a][::-1]
-    before = before[: np.argmin(np.isfinite(before).all(1))] if not np.isfinite(before).all() else before
+    before = log.joint_targets[a - EARLIER_TARGETS : a][::-1]  # most recent first; known (log_windows)
     height = float(log.base_height[a - 1]) if np.isfinite(log.base_height[a - 1]) else None
     # the whole orientation, yaw included: MuJoCo's pyramidal friction cones are not symmetric under yaw
     quat = log.orientation[a - 1] if log.orientation is not None else np.array([1.0, 0.0, 0.0, 0.0])
@@ -296,6 +300,7 @@ class _Fit:
     def __init__(self, spec: RobotSpec, windows: list[Window], cfg: SysIdConfig, progress=None):
         self.spec, self.windows, self.cfg, self.progress = spec, windows, cfg, progress
         self.history: list[float] = []
+        self.run_bests: list[dict[str, float]] = []  # each CMA-ES run's best (search)
         self.names = [p for p in cfg.params if p != "latency_s"]
         self.lo = np.array([cfg.bounds[p][0] for p in self.names])
         self.hi = np.array([cfg.bounds[p][1] for p in self.names])
@@ -354,9 +359,25 @@ class _Fit:
             self.history.append(min(float(es.result.fbest) for es in runs))
             if self.progress is not None:
                 self.progress(0.9 * (g + 1) / cfg.generations, self.history[-1])
+        self.run_bests = [decode(es.result.xbest) for es in runs]
         best = decode(min(runs, key=lambda e: e.result.fbest).result.xbest)
         before, after = self.errors([{}, best])
         return best if after < before else decode(x0)  # nothing fits better than the twin as it was
+
+    def equally_good(self, best: dict[str, float]) -> list[dict[str, float]]:
+        """The other search runs' bests that fit the logs as well as `best` does, as a likelihood-ratio test over
+        all the parameters together tells (chi-square with one degree per parameter): a log that several sets of
+        values fit alike does not determine the parameters in which they differ, however narrow each one's local
+        interval is."""
+        from scipy.stats import chi2
+
+        others = [b for b in self.run_bests if b != best]
+        if not others:
+            return []
+        r = self.residuals([best, *others])
+        ssr = (r**2).sum(0)
+        s2 = ssr[0] / max(len(r) - len(best), 1)
+        return [b for b, x in zip(others, ssr[1:], strict=True) if x - ssr[0] <= chi2.ppf(0.95, len(best)) * s2]
 
     def least_squares(self, values: dict, latency: float | None) -> dict[str, float]:
         """The continuous parameters at the delay found, polished from `values` by least squares: steps that
@@ -426,13 +447,20 @@ class _Fit:
             with np.errstate(invalid="ignore"):
                 _, half = sysid.calculate_intervals([r[:, 0]], jac)  # in fractions of each box
         estimates = {}
+        alike = self.equally_good(best)
         for p, (low, high) in self.slices(best).items():
             box = self.cfg.bounds[p][1] - self.cfg.bounds[p][0]
             why = ""
+            apart = [b[p] for b in alike if abs(b[p] - best[p]) > self.cfg.determined_within * box]
+            if apart:
+                why = f"another search run fits the logs as well at {apart[0]:.4g}"
+                low, high = min(low, *apart), max(high, *apart)
             if p in self.names:
                 j = self.names.index(p)
                 h = float(half[j]) * box
-                if not np.any(jac[:, j]):
+                if why:
+                    low, high = min(low, best[p] - h), max(high, best[p] + h)
+                elif not np.any(jac[:, j]):
                     why = "the logs do not excite it"
                 elif not np.isfinite(h):
                     why = "ill-conditioned: the logs cannot tell it apart from " + _confounded(jac, j, self.names)
