@@ -145,7 +145,8 @@ def _print(console, r) -> None:
     kpis = FieldKpis(r.field_kpis, r.episodes, r.not_measured)
     table.add_row("field KPIs", "\n".join(f"{LABELS[k]}: {kpis.show(k)}" for k in LABELS))
     if r.identified:
-        table.add_row("identified", ", ".join(f"{k} = {v:.4g}" for k, v in r.identified.items()))
+        fits = r.estimates or {k: {"value": v} for k, v in r.identified.items()}  # a run recorded before intervals
+        table.add_row("identified", "\n".join(f"{k} = {_estimate(e)}" for k, e in fits.items()))
         table.add_row(
             "trajectory error",
             f"{r.sysid_error_before:.4g} (twin as trained) -> "
@@ -162,3 +163,11 @@ def _print(console, r) -> None:
         table.add_row("promoted" if r.promoted else "not promoted", f"{r.promotion_reason}\n{r.new_artifact}")
     table.add_row("stages", ", ".join(f"{k} {v:.0f} s" for k, v in r.timings.items()))
     console.print(table)
+
+
+def _estimate(e: dict) -> str:
+    """An identified value, its 95% interval, and why the logs do not determine it if they do not."""
+    if "low" not in e:
+        return f"{e['value']:.4g}"
+    text = f"{e['value']:.4g} (95%: {e['low']:.4g} to {e['high']:.4g})"
+    return text if e["determined"] else f"{text}, not determined: {e['why']}"
