@@ -280,3 +280,32 @@ def test_topic_mappings_are_checked(tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "--topic odom: expected SIGNAL=TOPIC" in err and len(err.splitlines()) == 1
+
+
+def test_a_dry_run_says_what_the_logs_can_tell_and_trains_nothing(tmp_path, capsys, monkeypatch):
+    """`sim2real retrain --dry-run` on the issue's log (a foreign odometry topic and an IMU, no commands, no
+    joints): the topics it read, each KPI measured or not and why, the trigger's verdict, and that system id has
+    nothing to replay. Nothing is written: no registry, no output directory."""
+    import yaml
+
+    from sim.campaign.config import load_campaign
+    from sim.campaign.runner import run_campaign
+    from tests.campaign_helpers import export_rover_policy
+
+    artifact = export_rover_policy(tmp_path / "policy")
+    campaign = tmp_path / "tiny.yaml"
+    tiny = {"name": "tiny", "episode_s": 2.0, "axes": {"commands": ["forward"]}}
+    tiny |= {"commands": {"forward": ["forward for 2 s"]}, "gates": {"kpis": {"falls": 1}, "failure_rate": 1.0}}
+    campaign.write_text(yaml.safe_dump(tiny))
+    run_campaign(artifact, load_campaign(campaign), tmp_path / "validation")  # the baseline the trigger compares to
+    robot_log(tmp_path / "logs", topics={"odom": "/wheel_controller/odom", "imu": "/imu/data"})
+    monkeypatch.setenv("COLUMNS", "400")  # rich's table: one line per row
+    monkeypatch.chdir(tmp_path)
+    argv = ["retrain", "--logs", str(tmp_path / "logs"), "--artifact", str(artifact), "--dry-run"]
+    assert main([*argv, "--topic", "odom=/wheel_controller/odom"]) == 0
+    out = capsys.readouterr().out
+    assert "odom <- /wheel_controller/odom" in out and "imu <- /imu/data" in out
+    assert "tracking error: not measured: no velocity commands logged" in out
+    assert "joint limit violations: not measured: no joint states" in out
+    assert "would not retrain" in out and "system id" in out and "cannot run" in out
+    assert not (tmp_path / "runs").exists()  # no registry, no retraining directory

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from sim2real.cli.keys import add_trust_arguments
+from sim2real.errors import UserError
 
 HELP = "Retrain from field logs: drift check, system id of the twin, fine-tune, re-validate, promote."
 EXAMPLES = """examples:
@@ -15,6 +16,7 @@ EXAMPLES = """examples:
   sim2real retrain --watch field_logs/ --artifact policy/                # as field_recorder finalises segments
   sim2real retrain --logs field_logs/ --artifact policy/ --force         # retrain even without drift
   sim2real retrain --logs robot.bag --artifact policy/ --topic odom=/wheel_controller/odom   # its topic names
+  sim2real retrain --logs robot.bag --artifact policy/ --dry-run        # what the logs can tell, nothing trained
   sim2real lineage runs/retrain/try1/train/rover/<stamp>/policy         # where an artifact came from
 
 OUT/retrain.json records every finished stage, which a re-run skips: re-running the same command after an
@@ -45,6 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--registry", default="runs/registry.sqlite", help="lineage registry (default %(default)s)")
     p.add_argument("--force", action="store_true", help="retrain even when the trigger stays silent")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="read the logs and print what they can and cannot tell (each KPI, the trigger's verdict, the replay "
+        "windows system identification would fit), then stop: nothing trained, nothing recorded",
+    )
     p.add_argument("--trigger", help="trigger policy YAML (default config/retrain/trigger.yaml)")
     p.add_argument(
         "--topic",
@@ -79,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
     from training.retrain.ingest import topic_mapping
 
     console = Console()
+    if args.dry_run:
+        if args.watch:
+            raise UserError("--dry-run reads --logs once; it does not watch")
+        return _dry_run(args, console)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     kwargs = {
         "budget": args.budget,
@@ -171,3 +183,61 @@ def _estimate(e: dict) -> str:
         return f"{e['value']:.4g}"
     text = f"{e['value']:.4g} (95%: {e['low']:.4g} to {e['high']:.4g})"
     return text if e["determined"] else f"{text}, not determined: {e['why']}"
+
+
+def _dry_run(args: argparse.Namespace, console) -> int:
+    """What the logs can and cannot tell, before anything trains: per file the topic each signal came from and any
+    damage; each KPI, measured or not and why; the trigger's verdict; the replay windows system identification
+    would fit. Nothing is written."""
+    from rich.table import Table
+
+    from edge.manifest import load_manifest
+    from sim.campaign.rollout import robot_limits
+    from sim.robot import load_robot
+    from training.retrain.config import DEFAULT_CONFIG, RetrainConfig
+    from training.retrain.drift import (
+        DEFAULT_TRIGGER,
+        KPI_NEEDS,
+        LABELS,
+        TriggerPolicy,
+        decide,
+        field_kpis,
+        read_logs,
+    )
+    from training.retrain.ingest import log_files, topic_mapping
+    from training.retrain.sysid import log_windows
+
+    manifest = load_manifest(Path(args.artifact))
+    baseline = (manifest.campaign_verdict or {}).get("kpi_means")
+    if not baseline:
+        raise UserError(f"{args.artifact} has no campaign verdict with KPI means: validate it first")
+    spec = load_robot(manifest.robot["name"])
+    policy = TriggerPolicy.from_yaml(Path(args.trigger) if args.trigger else DEFAULT_TRIGGER)
+    files = log_files(Path(args.logs))
+    if not files:
+        raise UserError(f"no finalised field logs (.mcap, .db3, .bag) in {args.logs}")
+    logs = read_logs(files, spec, {**policy.topics, **topic_mapping(args.topic)})
+    kpis = field_kpis(logs, robot_limits(spec))
+    decision = decide(kpis, baseline, policy)
+    sizes = RetrainConfig.from_yaml(Path(args.config or DEFAULT_CONFIG)).budget(args.budget).sysid
+    windows = log_windows(logs, sizes.window_s, sizes.windows)
+
+    table = Table(title=f"what {args.logs} can tell (dry run: nothing trained)", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("")
+    for f, log in zip(files, logs, strict=True):
+        read = ", ".join(f"{signal} <- {topic}" for signal, topic in log.read_as.items()) or "nothing"
+        damage = "".join(f"\ndamaged: {d}" for d in log.damage)
+        table.add_row(f.name, f"{len(log.t)} steps, {len(log.episodes())} episode(s); {read}{damage}")
+    scored = [k for k in KPI_NEEDS if k in kpis.means or k in kpis.not_measured]  # a rover has no gait KPIs
+    every = "\n".join(f"{LABELS.get(k, k.replace('_', ' '))}: {kpis.show(k)}" for k in scored)
+    table.add_row("field KPIs", every)
+    table.add_row("trigger", ("would RETRAIN: " if decision.retrain else "would not retrain: ") + decision.summary())
+    table.add_row(
+        "system id",
+        f"{len(windows)} replay window(s) of {sizes.window_s:g} s"
+        if windows
+        else "cannot run: it replays joint_commands from states of joint_states and odom, logged together",
+    )
+    console.print(table)
+    return 0

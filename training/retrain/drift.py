@@ -142,10 +142,7 @@ def ingest_logs(files: list[Path], spec, topics: dict[str, str] | None = None) -
     topics gives the robot's state fails with one line."""
     from sim.campaign.rollout import robot_limits
 
-    logs = [read_field_log(f, list(spec.joints), len(spec.feet), topics) for f in files]
-    for log in logs:
-        if (error := log.topics_error()) is not None:
-            raise TrainingError(error)
+    logs = read_logs(files, spec, topics)
     kpis = field_kpis(logs, robot_limits(spec))
     entries = [
         {
@@ -160,6 +157,16 @@ def ingest_logs(files: list[Path], spec, topics: dict[str, str] | None = None) -
         for f, log in zip(files, logs, strict=True)
     ]
     return {"logs": entries, "field_kpis": kpis.means, "episodes": kpis.episodes, "not_measured": kpis.not_measured}
+
+
+def read_logs(files: list[Path], spec, topics: dict[str, str] | None = None) -> list[FieldLog]:
+    """Each file read for the robot (read_field_log); a log none of whose topics gives its state fails with one
+    line."""
+    logs = [read_field_log(f, list(spec.joints), len(spec.feet), topics) for f in files]
+    for log in logs:
+        if (error := log.topics_error()) is not None:
+            raise TrainingError(error)
+    return logs
 
 
 def decide(field: FieldKpis, baseline: dict[str, float], policy: TriggerPolicy) -> DriftDecision:
