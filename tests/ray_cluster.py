@@ -200,8 +200,10 @@ class RayCluster:
 
 
 def start_cluster() -> RayCluster:
-    """Start the two nodes (a short temp dir: Ray's socket paths under it must stay below 108 characters)."""
-    cluster = RayCluster(Path(tempfile.mkdtemp(prefix="ray-")))
+    """Start the two nodes. Their temp dirs are in /tmp, not in TMPDIR: Ray's socket paths below a node's temp
+    dir (session_<time>_<pid>/sockets/plasma_store, about 62 characters) must stay under 108, which a CI's TMPDIR
+    would leave too little room for."""
+    cluster = RayCluster(Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp")))
     try:
         return cluster.start()
     except BaseException:
