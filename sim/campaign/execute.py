@@ -1,6 +1,9 @@
 """Where batches run: in this process (one worker: no Ray start-up cost), or as Ray tasks on a local Ray
 instance of W workers or on a running cluster (`ray_address`), at most W batches in flight, results handed
-back in completion order so they stream to the results file."""
+back in completion order so they stream to the results file.
+
+On Ray, a batch whose worker or node dies runs again on another node (Ray's task retries): the results hold
+each scenario once, and each row names the Ray node that simulated it."""
 
 from __future__ import annotations
 
@@ -10,6 +13,21 @@ from sim.campaign.config import CampaignConfig
 from sim.campaign.matrix import BatchJob
 from sim.campaign.rollout import ArtifactFiles, BatchResult, run_batch
 from sim.robot import RobotSpec
+
+NODE_LOSS_RETRIES = 3  # how many dead workers or nodes one batch outlives
+
+
+def _run_batch_on_node(
+    job: BatchJob, cfg: CampaignConfig, spec: RobotSpec, files: ArtifactFiles, threads: int
+) -> BatchResult:
+    """run_batch as a Ray task, each row tagged with the node it ran on (where a cluster's campaign ran)."""
+    import ray
+
+    result = run_batch(job, cfg, spec, files, threads)
+    node = ray.get_runtime_context().get_node_id()
+    for row in result.rows:
+        row["node"] = node
+    return result
 
 
 class Executor:
@@ -56,7 +74,9 @@ class Executor:
             return
         import ray
 
-        task = ray.remote(num_cpus=self.threads)(run_batch)
+        # retries are for lost workers and nodes only (retry_exceptions stays off): a batch that raised would
+        # raise again
+        task = ray.remote(num_cpus=self.threads, max_retries=NODE_LOSS_RETRIES)(_run_batch_on_node)
         shared = [ray.put(cfg), ray.put(spec), ray.put(files)]  # sent once, not once per batch
         queue, pending = list(jobs), {}
         while queue or pending:

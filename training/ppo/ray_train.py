@@ -108,7 +108,8 @@ def _worker_loop(config: dict) -> None:
     pid_dir.mkdir(exist_ok=True)
     (pid_dir / f"rank{rank}.pid").write_text(str(os.getpid()))  # which process is which rank (and for fault drills)
 
-    runner = PPORunner(PPOConfig.from_dict(config["config"]), run_dir, rank, world, device=get_device())
+    node = ray.get_runtime_context().get_node_id()
+    runner = PPORunner(PPOConfig.from_dict(config["config"]), run_dir, rank, world, device=get_device(), node=node)
     reported = ray.train.get_checkpoint()
     if reported is not None:
         with reported.as_directory() as d:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,7 +67,9 @@ class PPORunner:
         world_size: int = 1,
         device: str | torch.device = "cpu",
         show_progress: bool = False,
+        node: str | None = None,
     ):
+        """`node`: where this replica runs (the Ray node id under Ray Train; default this machine's host name)."""
         self.cfg, self.rank, self.world_size = cfg, rank, world_size
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.device = torch.device(device)
@@ -93,8 +96,11 @@ class PPORunner:
         if cfg.init_from:  # every rank reads the same file, so the replicas start identical
             self.init_weights(cfg.init_from)
         torch.manual_seed(worker_seed(cfg.seed, rank))  # ...and different action noise
+        self.replica_nodes = [node or platform.node()]  # every rank's, in rank order: the summary says where each ran
         if self.distributed:
             self.alg.broadcast_parameters()
+            here, self.replica_nodes = self.replica_nodes[0], [None] * world_size
+            dist.all_gather_object(self.replica_nodes, here)
         self.obs = self.env.get_observations()
         self.iteration = 0
         self.env_steps = 0
@@ -389,6 +395,7 @@ class PPORunner:
             "final_eval": self.last_eval.as_dict() if self.last_eval else None,
             "last_checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
             "replica_digests": self.replica_digests() if status != "diverged" else None,
+            "replica_nodes": self.replica_nodes,
             "run_dir": str(self.run_dir) if self.run_dir else None,
         }
 

@@ -1,0 +1,146 @@
+"""The stages that run on a cluster, on a real two-node Ray cluster (tests/ray_cluster.py, one CPU per node),
+driven as a user drives them: `sim2real` subprocesses that join the cluster by its address.
+
+- `sim2real train --workers 2`: one replica per node, and the all-reduced gradients keep them identical;
+- `sim2real validate --workers 2`: scenarios run on both nodes, with the results of a one-process run;
+- the second node killed (its raylet, SIGKILL) while it simulates a batch: Ray runs that batch again on the
+  head, and the results hold every scenario once. It runs last: the node stays dead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+import yaml
+from campaign_helpers import TINY_CAMPAIGN, export_rover_policy
+from ray_cluster import REPO, start_cluster
+
+from sim.campaign.config import load_campaign
+from sim.campaign.results import RESULTS_FILE
+from sim.campaign.runner import run_campaign
+from training.ppo.config import PPOConfig
+
+pytestmark = pytest.mark.slow
+RUN_TIMEOUT_S = 600  # a command on a loaded 2-core machine, Ray start-up included; the assertions are on results
+CAMPAIGN = {
+    **TINY_CAMPAIGN,
+    "name": "cluster",
+    # six batches of ~1.5 s: the head alone cannot finish them before the second node's worker has started (a
+    # few seconds on a loaded machine), so both nodes run batches, and some are left after the killed one
+    "episode_s": 40.0,
+    "batch_size": 1,
+    "axes": {"friction": [0.5, 0.75, 1.0], "commands": ["forward", "turn"]},
+}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    """The artifact, the campaign YAML, and the campaign's rows when it runs in one process (no Ray)."""
+    root = tmp_path_factory.mktemp("campaign")
+    policy = export_rover_policy(root / "policy")
+    path = root / "cluster.yaml"
+    path.write_text(yaml.safe_dump(CAMPAIGN))
+    one = run_campaign(policy, load_campaign(path), root / "one-process", promote_verdict=False)
+    return policy, path, _rows(one.out_dir), one.passed
+
+
+def _sim2real(*args) -> list[str]:
+    return [sys.executable, "-m", "sim2real", *map(str, args)]
+
+
+def _validate(cluster, policy, campaign_yaml, out) -> list[str]:
+    """The campaign on the cluster, two batches at a time."""
+    return _sim2real(
+        "validate", policy, "--campaign", campaign_yaml, "--workers", 2, "--ray-address", cluster.address,
+        "--out", out, "--no-promote",
+    )  # fmt: skip
+
+
+def _run(cluster, command: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=REPO, env=cluster.env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+
+
+def _rows(out_dir) -> list[dict]:
+    """Every episode line of a campaign's results, duplicates included."""
+    lines = (out_dir / RESULTS_FILE).read_text().splitlines()
+    return [row for row in map(json.loads, lines) if row["type"] == "episode"]
+
+
+def _by_scenario(rows: list[dict]) -> dict[str, dict]:
+    """Rows by scenario id, without the node that ran them."""
+    return {r["id"]: {k: v for k, v in r.items() if k != "node"} for r in rows}
+
+
+def test_train_places_one_replica_per_node_and_keeps_them_identical(cluster, tmp_path):
+    iterations = 3
+    cfg = PPOConfig.for_robot(
+        "rover",
+        num_envs=32,
+        num_steps_per_env=8,
+        iterations=iterations,
+        checkpoint_every=iterations,
+        eval_every=0,
+        eval_envs=4,
+        eval_seconds=0.5,
+        run_root=str(tmp_path / "runs"),
+        export=False,
+    )
+    cfg.save_yaml(tmp_path / "ppo.yaml")
+    out = _run(
+        cluster, _sim2real("train", "--config", tmp_path / "ppo.yaml", "--workers", 2, "--ray-address", cluster.address)
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (summary_path,) = (tmp_path / "runs").glob("rover/*/summary.json")
+    summary = json.loads(summary_path.read_text())
+    assert summary["status"] == "completed" and summary["iteration"] == iterations and summary["workers"] == 2
+    assert summary["env_steps"] == iterations * 8 * 32  # both replicas' envs count
+    assert sorted(summary["replica_nodes"]) == sorted(node.node_id for node in cluster.nodes)
+    # each rank collects its own rollouts with its own seed: only all-reduced gradients leave the weights equal
+    digests = summary["replica_digests"]
+    assert len(digests) == 2 and digests[0] == digests[1]
+
+
+def test_validate_runs_on_both_nodes_with_the_results_of_one_process(cluster, campaign, tmp_path):
+    policy, path, local, passed = campaign
+    out = _run(cluster, _validate(cluster, policy, path, tmp_path / "out"))
+    assert out.returncode == (0 if passed else 1), out.stdout[-3000:] + out.stderr[-3000:]
+    rows = _rows(tmp_path / "out")
+    assert {r["node"] for r in rows} == {node.node_id for node in cluster.nodes}
+    assert len(rows) == len(local) and _by_scenario(rows) == _by_scenario(local)
+
+
+def test_a_node_killed_during_a_campaign_loses_no_scenario_and_runs_none_twice(cluster, campaign, tmp_path):
+    policy, path, local, passed = campaign
+    command = _validate(cluster, policy, path, tmp_path / "out")
+    with open(tmp_path / "validate.log", "w") as log:
+        validate = subprocess.Popen(command, cwd=REPO, env=cluster.env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while not cluster.worker.running("_run_batch_on_node"):  # the campaign's Ray task
+            assert validate.poll() is None, (tmp_path / "validate.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the second node never ran a batch"
+            time.sleep(0.05)
+        os.kill(cluster.worker.raylet_pid(), signal.SIGKILL)  # the node's batch dies with it
+        assert validate.wait(timeout=RUN_TIMEOUT_S) == (0 if passed else 1), (tmp_path / "validate.log").read_text()
+    finally:
+        if validate.poll() is None:
+            validate.kill()
+            validate.wait()
+    assert cluster.worker.process.wait(timeout=60) != 0  # `ray start --block` saw its raylet die: the node is gone
+    rows = _rows(tmp_path / "out")
+    assert Counter(r["id"] for r in rows) == Counter(r["id"] for r in local)  # each scenario once
+    assert _by_scenario(rows) == _by_scenario(local)
