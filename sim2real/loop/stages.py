@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edge.signing import TrustPolicy, public_path
 from sim2real.errors import UserError
 from sim2real.pipeline import Progress, Stage, StageContext
 
@@ -165,19 +166,18 @@ def run_gate(
 ):
     """The campaign on the artifact: promoted and signed with `key` when it passes; with `trusted` (a private key
     whose public half verifies the artifact) a re-validation that records no verdict."""
-    from edge.signing import public_path
     from sim.campaign.config import load_campaign
-    from sim.campaign.runner import run_campaign
+    from sim.campaign.runner import CampaignRequest, run_campaign
 
-    return run_campaign(
+    request = CampaignRequest(
         artifact,
         load_campaign(campaign),
         out,
-        signing_key=key,
-        trusted_keys=[public_path(trusted)] if trusted else (),
         promote_verdict=trusted is None,
-        progress=lambda done, total: progress(done / max(total, 1), f"{done}/{total} episodes"),
+        signing_key=key,
+        trust=TrustPolicy([public_path(trusted)] if trusted else ()),
     )
+    return run_campaign(request, lambda done, total: progress(done / max(total, 1), f"{done}/{total} episodes"))
 
 
 def _campaign_result(outcome) -> StageResult:
@@ -266,11 +266,10 @@ def _field_run(
     """`seconds` of the artifact on the hidden-parameter field twin over real ROS 2, recorded to MCAP: the
     operator's driving script, or with `instructions` (a model directory) instruction_node running the instruction
     script."""
-    from edge.signing import public_path
-    from sim2real.sil import run_sil
+    from sim2real.sil import SilRequest, run_sil
 
     cfg = ctx.config
-    return run_sil(
+    request = SilRequest(
         artifact,
         seconds,
         field_twin=cfg.field_twin,
@@ -279,9 +278,9 @@ def _field_run(
         instructions=cfg.instructions if instructions else None,
         instruction_model=instructions,
         instruction_backend=cfg.instruction_backend,
-        progress=lambda t: ctx.progress(t / seconds, f"{what}: {t:.1f}/{seconds:g} s simulated"),
-        trusted_keys=[public_path(signing_key(ctx))],  # the robot runs only what the loop's promotion signed
+        trust=TrustPolicy([public_path(signing_key(ctx))]),  # the robot runs only what the loop's promotion signed
     )
+    return run_sil(request, lambda t: ctx.progress(t / seconds, f"{what}: {t:.1f}/{seconds:g} s simulated"))
 
 
 def _tracking(summary: dict) -> str:
@@ -346,18 +345,18 @@ def log_kpis(path: Path, manifest) -> tuple[FieldKpis, list[str], list[str]]:
 def retrain(ctx: StageContext) -> StageResult:
     if not data(ctx, "analyse")["retrain"]:
         return StageResult(SKIPPED, "no drift detected: the deployed artifact stays", {"promoted": False})
+    from sim2real.retrain_pipeline import RetrainRequest
     from sim2real.retrain_pipeline import retrain as run_retrain
 
-    logs = Path(data(ctx, "deploy")["logs"]) / "duty"  # the evidence the trigger fired on
-    r = run_retrain(
-        logs,
+    request = RetrainRequest(
+        Path(data(ctx, "deploy")["logs"]) / "duty",  # the evidence the trigger fired on
         Path(data(ctx, "export")["artifact"]),
         ctx.out / "retrain",
         budget=ctx.settings["budget"],
         registry=registry_path(ctx),
-        progress=ctx.progress,
         signing_key=signing_key(ctx),
-    ).to_dict()
+    )
+    r = run_retrain(request, ctx.progress).to_dict()
     identified = ", ".join(f"{k} {v:.3g}" for k, v in r["identified"].items())
     verdict = "promoted" if r["promoted"] else f"not promoted ({r['promotion_reason']})"
     figure = f"identified {identified}; {verdict}"
