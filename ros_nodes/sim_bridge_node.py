@@ -75,9 +75,8 @@ class SimBridge(Node):
             num_envs=1,
             seed=int(self.get_parameter("seed").value),
             randomization=RandomizationConfig(enabled=False),
-            resample_commands=False,
             nthread=0,
-        )
+        ).hold_commands()
         self.twin.max_episode_steps = np.iinfo(np.int64).max  # the robot runs until stopped, not in episodes
         self.twin.reset()
         values = {}

@@ -46,9 +46,7 @@ def record(twin: BatchedTwin, drive) -> FieldLog:
 
 def field_twin(robot: str, planted: dict) -> BatchedTwin:
     spec = load_robot(robot)
-    twin = BatchedTwin(
-        spec, num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False), resample_commands=False
-    )
+    twin = BatchedTwin(spec, num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False)).hold_commands()
     twin.reset()  # a random yaw and small random velocities
     twin.set_params(fixed_params(planted, spec.sim_dt))
     return twin

@@ -35,9 +35,8 @@ def ros_domain(monkeypatch):
 def twin_tracking(artifact, script, duration: float) -> dict:
     """The artifact on one nominal twin (the bridge's: same robot, seed and start), same script, same scoring."""
     policy = load_policy(artifact, "onnxruntime")
-    twin = BatchedTwin(
-        "rover", 1, seed=0, randomization=RandomizationConfig(enabled=False), resample_commands=False, nthread=0
-    )
+    twin = BatchedTwin("rover", 1, seed=0, randomization=RandomizationConfig(enabled=False), nthread=0)
+    twin.hold_commands()
     twin.max_episode_steps = 10**9
     twin.reset()
     dt, samples = twin.spec.control_dt, []
