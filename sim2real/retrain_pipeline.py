@@ -27,7 +27,7 @@ from sim2real.errors import UserError
 from sim2real.pipeline import Budget, Pipeline, Progress, Run, Stage, StageContext
 from training.retrain.config import DEFAULT_CONFIG, RetrainConfig
 from training.retrain.drift import ingest_logs
-from training.retrain.registry import DEFAULT_REGISTRY, Registry
+from training.retrain.registry import DEFAULT_REGISTRY, CampaignRecord, Registry
 
 # seconds each stage takes: minimal as measured in the loop's minimal run (2 idle cores), quick and full scaled by
 # their system-id evaluations, fine-tuning iterations and campaign episodes; the ETAs and the weights of the stages
@@ -435,16 +435,10 @@ def _campaigns(ctx: StageContext) -> dict:
 def _validated(ctx: StageContext, campaigns: dict) -> None:
     run, sha = ctx.config, ctx.results["finetune"]["sha256"]
     for c in campaigns["checks"]:
-        run.reg.add_campaign(
-            sha,
-            run.retrain_id,
-            c["kind"],
-            c["name"],
-            c["passed"],
-            Path(c["summary"]),
-            Path(c["report"]),
-            c["summary_sha256"],
+        record = CampaignRecord(
+            c["kind"], c["name"], c["passed"], Path(c["summary"]), Path(c["report"]), c["summary_sha256"]
         )
+        run.reg.add_campaign(sha, run.retrain_id, record)
         means = ", ".join(
             f"{k} {c['kpi_means'][k]:.3g} (deployed {c['deployed_kpi_means'][k]:.3g})"
             for k in run.cfg.promotion.kpis
