@@ -13,7 +13,7 @@ import torch
 from rsl_rl.models.mlp_model import MLPModel
 from tensordict import TensorDict
 
-from edge.manifest import Manifest
+from edge.manifest import ActionLimits, Manifest
 from sim.robot import joint_target_limits, load_robot
 from sim.tasks import load_task
 from training.export import export_policy
@@ -54,8 +54,7 @@ def export_random_policy(robot: str, out_dir: str | Path, seed: int = 0) -> tupl
         terms,
         out_dir,
         run_id=f"random-{spec.name}-seed{seed}",
-        target_limits=joint_target_limits(spec),
-        clip_actions=CLIP_ACTIONS,
+        limits=ActionLimits(joint_target_limits(spec), clip_actions=CLIP_ACTIONS),
     )
     return actor, manifest
 

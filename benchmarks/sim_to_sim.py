@@ -39,8 +39,9 @@ def main() -> None:
     args = parser.parse_args()
     load = os.getloadavg()
 
+    from edge.signing import TrustPolicy
     from sim.campaign.config import load_campaign
-    from sim.campaign.runner import run_campaign
+    from sim.campaign.runner import CampaignRequest, run_campaign
 
     cfg = load_campaign(args.campaign)
     if args.quick:
@@ -50,11 +51,14 @@ def main() -> None:
         for backend in ("mujoco", "newton"):
             t0 = time.perf_counter()
             outcome = run_campaign(
-                args.policy,
-                dataclasses.replace(cfg, backend=backend),
-                Path(tmp) / backend,
-                promote_verdict=False,
-                allow_unsigned=True,  # a measurement, not a promotion: what was signed is not in question here
+                CampaignRequest(
+                    args.policy,
+                    dataclasses.replace(cfg, backend=backend),
+                    Path(tmp) / backend,
+                    promote_verdict=False,
+                    # a measurement, not a promotion: what was signed is not in question here
+                    trust=TrustPolicy(allow_unsigned=True),
+                )
             )
             s = outcome.summary
             results[backend] = {

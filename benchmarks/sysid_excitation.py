@@ -45,9 +45,7 @@ def robots() -> dict[str, FieldRobotConfig]:
 
 
 def field_log(config: FieldRobotConfig, script: str, seconds: float):
-    twin = BatchedTwin(
-        "rover", num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False), resample_commands=False
-    )
+    twin = BatchedTwin("rover", num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False)).hold_commands()
     twin.reset()
     robot, controller = FieldRobot(twin, config), DiffDriveController(twin)
     segments = load_commands(config_path("sil") / SCRIPTS[script])

@@ -30,7 +30,7 @@ FIELD_TWIN = Path(__file__).resolve().parents[1] / "config" / "retrain" / "field
 def deployed_artifact(root: Path, iterations: int) -> Path:
     """A rover policy trained on the nominal twin to the tracking threshold, validated by the quick campaign."""
     from sim.campaign.config import load_campaign
-    from sim.campaign.runner import run_campaign
+    from sim.campaign.runner import CampaignRequest, run_campaign
     from training.ppo.config import PPOConfig
     from training.ppo.launch import train
 
@@ -40,7 +40,7 @@ def deployed_artifact(root: Path, iterations: int) -> Path:
         ),
         show_progress=False,
     )
-    run_campaign(run / "policy", load_campaign("quick"), root / "validation")
+    run_campaign(CampaignRequest(run / "policy", load_campaign("quick"), root / "validation"))
     return run / "policy"
 
 
@@ -48,19 +48,21 @@ def field_run(artifact: Path, seconds: float, logs: Path, validated: bool = True
     """Field KPIs of `artifact` on the field twin, from the MCAP logs `sim2real sil` recorded (validated=False:
     a measurement of an artifact no campaign has passed, which sil otherwise refuses)."""
     from edge.manifest import load_manifest
+    from edge.signing import TrustPolicy
     from sim.campaign.rollout import robot_limits
     from sim.robot import load_robot
-    from sim2real.sil import run_sil
+    from sim2real.sil import SilRequest, run_sil
     from training.retrain.drift import field_kpis
     from training.retrain.ingest import log_files, read_field_log
 
     run_sil(
-        str(artifact),
-        seconds,
-        field_twin=str(FIELD_TWIN),
-        record=str(logs),
-        allow_unvalidated=not validated,
-        allow_unsigned=True,
+        SilRequest(
+            str(artifact),
+            seconds,
+            field_twin=str(FIELD_TWIN),
+            record=str(logs),
+            trust=TrustPolicy(allow_unsigned=True, allow_unvalidated=not validated),
+        )
     )
     spec = load_robot(load_manifest(artifact).robot["name"])
     kpis = field_kpis([read_field_log(f, list(spec.joints)) for f in log_files(logs)], robot_limits(spec))
@@ -87,7 +89,7 @@ def main() -> None:
     args = p.parse_args()
 
     from edge.manifest import load_manifest
-    from sim2real.retrain_pipeline import retrain
+    from sim2real.retrain_pipeline import RetrainRequest, retrain
 
     seconds, budget = (30.0, "quick") if args.quick else (60.0, "full")
     hidden = yaml.safe_load(FIELD_TWIN.read_text())
@@ -98,7 +100,9 @@ def main() -> None:
     baseline = load_manifest(artifact).campaign_verdict["kpi_means"]
     before = field_run(artifact, seconds, work / "logs_before")
     result = retrain(
-        work / "logs_before", artifact, work / "retrain", budget=budget, registry=work / "reg.sqlite", force=True
+        RetrainRequest(
+            work / "logs_before", artifact, work / "retrain", budget=budget, registry=work / "reg.sqlite", force=True
+        )
     )
     kpi = (result.drifted_kpis or ["tracking_error_ang"])[0]
     after = field_run(result.new_artifact, seconds, work / "logs_after")

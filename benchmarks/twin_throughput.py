@@ -28,6 +28,7 @@ from gymnasium.envs.mujoco import MujocoEnv
 from sim.robot import RobotSpec, build_mjspec, load_robot, set_pd_gains
 from sim.robot_init import init_robot
 from sim.tasks import load_task
+from sim.tasks.terms import TermContext
 from sim.tasks.velocity_tracking import VelocityTrackingTask
 from sim.twin import BatchedTwin
 
@@ -71,7 +72,17 @@ class GymnasiumTwin(MujocoEnv):
         self.do_simulation(target, self.frame_skip)
         state = self._state()
         terminated = self.task.terminated(state)
-        terms = self.task.reward_terms(state, self._cmd, a, self._last, np.zeros_like(a), vel_before, terminated)
+        step = TermContext(
+            self.spec,
+            state,
+            commands=self._cmd,
+            actions=a,
+            last_actions=self._last,
+            torques=np.zeros_like(a),
+            joint_vel_before=vel_before,
+            terminated=terminated,
+        )
+        terms = self.task.reward_terms(step)
         self._last = a
         obs = self.task.observe(state, self._cmd, a, 0.0, self.np_random)[0]
         return obs, float(sum(v[0] for v in terms.values())), bool(terminated[0]), False, {}

@@ -50,24 +50,24 @@ def setting(
     *,
     choices: Iterable | None = None,
     noun: str | None = None,
-    ge: float | None = None,
-    gt: float | None = None,
-    le: float | None = None,
-    lt: float | None = None,
     length: int | tuple[int, int | None] | None = None,
+    **bounds: float,
 ) -> Any:
     """A dataclass field with its help text and limits in its metadata. `choices` restrict a scalar, each item of
-    a list, or each key of a mapping (`noun` names them in messages: "unknown KPI(s) ..."); ge/gt/le/lt bound every
-    number of the value; `length` is a list's exact length or (min, max) with max None for no limit. A list or
-    dict default is copied for each instance."""
+    a list, or each key of a mapping (`noun` names them in messages: "unknown KPI(s) ..."); the bounds ge, gt, le
+    and lt bound every number of the value; `length` is a list's exact length or (min, max) with max None for no
+    limit. A list or dict default is copied for each instance."""
+    unknown = set(bounds) - set(_RANGE_KEYS)
+    if unknown:
+        raise TypeError(
+            f"setting() got unknown bound(s) {', '.join(sorted(unknown))}; bounds: {', '.join(_RANGE_KEYS)}"
+        )
     meta: dict[str, Any] = {"help": help}
     if choices is not None:
         meta["choices"] = tuple(choices)
     if noun is not None:
         meta["noun"] = noun
-    for key, bound in zip(_RANGE_KEYS, (ge, gt, le, lt), strict=True):
-        if bound is not None:
-            meta[key] = bound
+    meta.update({key: bound for key, bound in bounds.items() if bound is not None})
     if length is not None:
         meta["length"] = (length, length) if isinstance(length, int) else length
     if isinstance(default, (list, dict, set)):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edge.config import setting
 from edge.errors import ArtifactError
 from edge.fileio import atomic_write_bytes, sha256_file
 from edge.observation import ObsTerm
@@ -195,6 +196,29 @@ def _action_offset(robot: Mapping) -> np.ndarray:
     return _per_joint(robot["default_pose"], n, "default_pose") if robot["control_mode"] == "position" else np.zeros(n)
 
 
+@dataclass(frozen=True)
+class ActionLimits:
+    """What bounds an exported policy's actions (the manifest's action limits and the safety filter's rate)."""
+
+    target_limits: tuple[Sequence[float], Sequence[float]] | None = setting(
+        None,
+        "(low, high) per joint in target units (rad for position control, rad/s for velocity, N m for torque; "
+        "+-inf where a joint is unlimited), e.g. the MJCF joint ranges of a position-controlled robot",
+    )
+    clip_actions: float | None = setting(
+        None,
+        "the action clip the policy was trained with (the twin's clip_actions), in action units; the manifest's "
+        "action limits are the tighter of the two, and at least one must bound every joint",
+    )
+    rate_limit: float | None = setting(
+        None, "largest action change per second (action units) the safety filter allows; None: no limit"
+    )
+
+    def per_joint(self, robot: Mapping) -> tuple[np.ndarray, np.ndarray]:
+        """The (low, high) action limits of each joint (action_limits)."""
+        return action_limits(robot, self.target_limits, self.clip_actions)
+
+
 def build_manifest(
     robot: Mapping,
     obs_terms: Sequence[ObsTerm],
@@ -202,15 +226,13 @@ def build_manifest(
     onnx_sha256: str,
     run_id: str,
     opset: int,
-    target_limits: tuple[Sequence[float], Sequence[float]] | None = None,
-    clip_actions: float | None = None,
-    action_rate_limit: float | None = None,
+    limits: ActionLimits = ActionLimits(),
 ) -> Manifest:
     """The manifest for a policy exported from a robot dict (sim.robot.RobotSpec.to_dict())."""
     n = len(robot["joints"])
     scale = _per_joint(robot["action_scale"], n, "action_scale")
     offset = _action_offset(robot)
-    low, high = action_limits(robot, target_limits, clip_actions)
+    low, high = limits.per_joint(robot)
     mjcf = Path(robot["mjcf"])
     data = {
         "schema_version": SCHEMA_VERSION,
@@ -230,7 +252,7 @@ def build_manifest(
             "high": _rounded(high),
             "target_low": _rounded(offset + scale * low),
             "target_high": _rounded(offset + scale * high),
-            "rate_limit": None if action_rate_limit is None else float(action_rate_limit),
+            "rate_limit": None if limits.rate_limit is None else float(limits.rate_limit),
         },
         "control": {
             "mode": str(robot["control_mode"]),

@@ -14,9 +14,10 @@ import json
 import os
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from edge.config import setting
 from edge.errors import ArtifactError, EdgeError
 from edge.fileio import atomic_write_bytes, sha256_bytes
 from edge.manifest import MANIFEST_FILE, SIGNATURE_FILE
@@ -43,6 +44,44 @@ class ArtifactCheck:
 
     passed: bool
     message: str
+
+
+@dataclass(frozen=True)
+class TrustPolicy:
+    """What the robot-side checks accept: the keys an artifact must be signed by and the two development switches
+    that waive a check with a warning instead of refusing. One value travels from the command line to the checks
+    (require_signed here, edge.validation.require_validated) and to the nodes' parameters."""
+
+    trusted_keys: tuple[Path, ...] = setting((), "public keys (PEM files or directories of *.pub) to verify against")
+    allow_unsigned: bool = setting(False, "run an unsigned or wrongly signed artifact, with a WARN (development only)")
+    allow_unvalidated: bool = setting(False, "run an artifact without a passing campaign verdict (development only)")
+
+    def __post_init__(self) -> None:
+        # callers hand over what argparse or a YAML gives (lists of str); the policy holds paths, and stays hashable
+        object.__setattr__(self, "trusted_keys", tuple(Path(k) for k in self.trusted_keys))
+
+    def resolved(self) -> TrustPolicy:
+        """The policy with absolute key paths: for processes that start in another directory."""
+        return replace(self, trusted_keys=tuple(k.resolve() for k in self.trusted_keys))
+
+    def or_signer(self, signing_key: str | Path | None) -> TrustPolicy:
+        """Without trusted keys, the public half of `signing_key` (the key promotion signs with) is the trusted one."""
+        if self.trusted_keys or signing_key is None:
+            return self
+        return replace(self, trusted_keys=(public_path(signing_key),))
+
+    def check_signed(self, artifact_dir: str | Path) -> ArtifactCheck:
+        return require_signed(artifact_dir, self.trusted_keys, self.allow_unsigned)
+
+    def check_if_promoted(self, artifact_dir: str | Path) -> ArtifactCheck | None:
+        return verify_if_promoted(artifact_dir, self.trusted_keys, self.allow_unsigned)
+
+    def signature_parameters(self) -> dict[str, str]:
+        """The nodes' trusted_keys and allow_unsigned parameters ('' is written '' on a ros2 command line)."""
+        return {
+            "trusted_keys": ",".join(str(k) for k in self.trusted_keys) or "''",
+            "allow_unsigned": str(self.allow_unsigned).lower(),
+        }
 
 
 def _ed25519():

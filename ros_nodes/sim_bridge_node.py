@@ -77,9 +77,8 @@ class SimBridge(Node):
             num_envs=1,
             seed=int(self.get_parameter("seed").value),
             randomization=RandomizationConfig(enabled=False),
-            resample_commands=False,
             nthread=0,
-        )
+        ).hold_commands()
         self.twin.reset()
         config = load_field_robot(field)
         if field:

@@ -29,9 +29,10 @@ from sim.errors import SimError
 from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
 from sim.robot import RobotSpec, load_robot, pd_torques, scaled_gains
 from sim.tasks import VelocityTaskConfig, VelocityTrackingTask, load_task
-from sim.tasks.terms import FootTracker
+from sim.tasks.terms import FootTracker, TermContext
 from sim.terrain import TerrainCurriculum, TerrainGrid
 
+CLIP_ACTIONS = 10.0  # the policy's actions are clipped to +-this (action units); the exported artifact records it
 _SNAPSHOT_ARRAYS = ("commands", "actions", "last_actions", "episode_length", "episode_return")
 
 
@@ -47,11 +48,9 @@ class BatchedTwin(gym.vector.VectorEnv):
         randomization: RandomizationConfig | None = None,
         backend: str = "mujoco",
         nthread: int | None = None,
-        clip_actions: float = 10.0,
-        resample_commands: bool = True,
     ):
         """task: a VelocityTaskConfig or a task YAML; None: the robot's velocity task (sim.tasks.load_task).
-        randomization: replaces the task's. resample_commands=False holds the commands set_commands gives."""
+        randomization: replaces the task's. The commands are resampled as the task says until hold_commands()."""
         self.spec = robot if isinstance(robot, RobotSpec) else load_robot(robot)
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
@@ -69,12 +68,12 @@ class BatchedTwin(gym.vector.VectorEnv):
         # an env halfway into the terrain's border times out; False lets episodes run on (terrains sized for them)
         self.terrain_timeout = self.terrain is not None
         self.backend = make_backend(backend, self.spec, num_envs, nthread=nthread, terrain=self.terrain)
-        self.clip_actions = clip_actions
-        self.resample_commands = resample_commands
+        self.clip_actions = CLIP_ACTIONS
+        self.resample_commands = True
 
         nu, spec = self.spec.num_actions, self.spec
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.task.obs_dim,), np.float32)
-        self.single_action_space = gym.spaces.Box(-clip_actions, clip_actions, (nu,), np.float32)
+        self.single_action_space = gym.spaces.Box(-CLIP_ACTIONS, CLIP_ACTIONS, (nu,), np.float32)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
 
@@ -141,9 +140,19 @@ class BatchedTwin(gym.vector.VectorEnv):
 
         kp, kd = scaled_gains(spec, self.params.kp_scale, self.params.kd_scale)
         torques = pd_torques(spec, state, self._target_history[0], kp, kd, self.params.motor_strength)
-        terms = self.task.reward_terms(
-            state, self.commands, actions, self.last_actions, torques, joint_vel_before, terminated, self.feet, ground
+        step = TermContext(
+            spec,
+            state,
+            commands=self.commands,
+            actions=actions,
+            last_actions=self.last_actions,
+            torques=torques,
+            joint_vel_before=joint_vel_before,
+            terminated=terminated,
+            feet=self.feet,
+            terrain_height=ground,
         )
+        terms = self.task.reward_terms(step)
         rewards = self.task.cfg.total_reward(terms)
         for k, v in terms.items():
             self.episode_terms.setdefault(k, np.zeros(n))[:] += v
@@ -182,6 +191,12 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.backend.close()
 
     # ------------------------------------------------------------------ control
+    def hold_commands(self) -> BatchedTwin:
+        """Hold the commands set_commands gives from now on, instead of resampling them (campaigns, replays, the
+        language interface); returns the twin."""
+        self.resample_commands = False
+        return self
+
     def set_commands(self, commands: np.ndarray, env_ids: np.ndarray | None = None) -> None:
         """Set (vx, vy, wz) commands, clipped to the robot's limits; turn off resampling to hold them."""
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)

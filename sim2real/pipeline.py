@@ -6,7 +6,7 @@
 
 A stage function gets a StageContext (the run's config, the output directory, the results of the stages before
 it, its budget settings, a Progress for its own share of the run) and returns a JSON-able result (dicts, lists,
-dataclasses of them). The runner:
+dataclasses of them, objects with a to_json()). The runner:
 - records each finished stage's result and seconds in `<out>/<pipeline name>.json`, rewritten atomically after
   every stage, and appends the stage's start and end to `<out>/stages.log`. A re-run skips every recorded stage
   and resumes after the last one; a stage that raises records nothing and runs again on the next call. Results
@@ -290,9 +290,12 @@ def _share(progress: Progress, stage: str, start: float, share: float) -> Progre
 
 
 def _plain(result: Any) -> Any:
-    """The result as it reads back from the state file (dataclasses as dicts, paths and other objects as str)."""
+    """The result as it reads back from the state file: what an object's to_json() returns, dataclasses as dicts,
+    paths and other objects as str."""
 
     def encode(o: Any) -> Any:
+        if callable(getattr(o, "to_json", None)):
+            return o.to_json()
         return dataclasses.asdict(o) if dataclasses.is_dataclass(o) and not isinstance(o, type) else str(o)
 
     return json.loads(json.dumps(result, default=encode))

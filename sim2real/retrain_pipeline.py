@@ -1,5 +1,6 @@
-"""`retrain(logs, artifact, out_dir)`: field logs -> drift decision -> system identification -> fine-tuning ->
-campaigns -> promotion, with a lineage record. The one entry point of `sim2real retrain` and `sim2real loop`.
+"""`retrain(RetrainRequest(logs, artifact, out_dir))`: field logs -> drift decision -> system identification ->
+fine-tuning -> campaigns -> promotion, with a lineage record. The one entry point of `sim2real retrain` and
+`sim2real loop`.
 
 Six stages on the one Stage runner (sim2real.pipeline): each finished stage's result is in out_dir/retrain.json
 (rewritten atomically) and the stage is skipped on the next call, so a run interrupted anywhere resumes where it
@@ -12,19 +13,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from edge.config import setting
 from edge.fileio import atomic_write_bytes, sha256_file
+from edge.signing import TrustPolicy
 from sim2real.errors import UserError
 from sim2real.pipeline import Budget, Pipeline, Progress, Run, Stage, StageContext
 from training.retrain.config import DEFAULT_CONFIG, RetrainConfig
 from training.retrain.drift import ingest_logs
-from training.retrain.registry import DEFAULT_REGISTRY, Registry
+from training.retrain.registry import DEFAULT_REGISTRY, CampaignRecord, Registry
 
 # seconds each stage takes: minimal as measured in the loop's minimal run (2 idle cores), quick and full scaled by
 # their system-id evaluations, fine-tuning iterations and campaign episodes; the ETAs and the weights of the stages
@@ -69,25 +72,49 @@ class RetrainResult:
         return d
 
 
+@dataclass(frozen=True)
+class RetrainRequest:
+    """One retraining: the field logs, the artifact they came from, where it runs, and how."""
+
+    logs: Path | tuple[Path, ...] = setting(help="the field logs: a file, a directory of them, or several files")
+    artifact: Path = setting(help="the deployed artifact the logs came from (its campaign KPIs are the baseline)")
+    out_dir: Path = setting(help="the retraining's directory (retrain.json, train/, campaign-*/); resumed from here")
+    budget: str = setting("quick", "the retraining budget (config/retrain/retrain.yaml)")
+    registry: Path | None = setting(None, "the lineage registry (None: runs/registry.sqlite)")
+    force: bool = setting(False, "retrain even without drift")
+    config: Path = setting(DEFAULT_CONFIG, "the retraining YAML")
+    trigger: Path | None = setting(None, "the trigger policy YAML (None: config/retrain/trigger.yaml)")
+    retrain_id: int | None = setting(
+        None, "continue this registry entry (watch mode claims the logs first); None reuses out_dir's or makes one"
+    )
+    show_progress: bool = setting(False, "show the PPO progress bar")
+    seed: int = setting(0, "seed of system identification and fine-tuning", ge=0)
+    signing_key: Path | None = setting(None, "promotion signs the new artifact with this key (edge.signing)")
+    trust: TrustPolicy = setting(
+        TrustPolicy(), "the deployed artifact, when signed, must verify against its keys (default: signing_key's .pub)"
+    )
+    topics: dict[str, str] = setting(
+        {}, "signal -> the logs' topic (training.retrain.ingest ROLES), on top of the trigger policy's topics"
+    )
+
+
 @dataclass
 class RetrainRun:
-    """What the stages read: the inputs, resolved and checked once, and the open lineage registry."""
+    """What the stages read: the request, its inputs resolved and checked once, and the open lineage registry."""
 
+    request: RetrainRequest
     files: list[Path]  # the finalised field logs
-    artifact: Path  # the deployed artifact the logs came from
-    manifest: Any  # its edge.manifest.Manifest
+    manifest: Any  # the deployed artifact's edge.manifest.Manifest
     spec: Any  # its robot (sim.robot.load_robot)
     cfg: RetrainConfig
-    trigger: Path | None
-    force: bool
-    seed: int
-    show_progress: bool
     reg: Registry
     retrain_id: int
     say: Callable[[str], None]
-    signing_key: Path | None = None  # promotion signs the new artifact with it (edge.signing)
-    trusted_keys: tuple[Path, ...] = ()  # the deployed artifact verifies against these (default: signing_key's .pub)
-    topics: dict[str, str] = field(default_factory=dict)  # signal -> the logs' topic (trigger YAML, then --topic)
+    topics: dict[str, str]  # signal -> the logs' topic (trigger YAML, then the request's)
+
+    @property
+    def artifact(self) -> Path:
+        return Path(self.request.artifact)
 
     @property
     def parent_sha(self) -> str:
@@ -95,44 +122,20 @@ class RetrainRun:
 
 
 def retrain(
-    logs: Path | list[Path],
-    artifact: Path,
-    out_dir: Path,
-    budget: str = "quick",
-    registry: Path | None = None,
-    progress: Progress | None = None,
-    *,
-    force: bool = False,
-    config: Path = DEFAULT_CONFIG,
-    trigger: Path | None = None,
-    retrain_id: int | None = None,
-    show_progress: bool = False,
-    log: Callable[[str], None] | None = None,
-    seed: int = 0,
-    signing_key: Path | None = None,
-    trusted_keys: Sequence[Path] = (),
-    topics: dict[str, str] | None = None,
+    request: RetrainRequest, progress: Progress | None = None, log: Callable[[str], None] | None = None
 ) -> RetrainResult:
-    """Decide from the field logs (a file, a directory of them, or a list of files) whether the deployed artifact
-    needs retraining; if so (or with force) identify the twin, fine-tune, validate and promote.
-
-    `registry`: the lineage registry (default runs/registry.sqlite). `retrain_id`: continue this registry entry
-    (watch mode claims the logs first); otherwise the entry of out_dir is reused, or a new one made.
-    `progress`: the retraining's fraction done and a note. `log`: receives one human-readable line per finished
-    stage. `show_progress`: the PPO progress bar. `signing_key`: promotion signs the new artifact with it.
-    `trusted_keys`: the deployed artifact, when signed, must verify against them (default: signing_key's public
-    half) before its campaigns run. `topics`: signal -> the topic the logs carry it on (training.retrain.ingest
-    ROLES), on top of the trigger policy's `topics`.
-    """
+    """Decide from the field logs whether the deployed artifact needs retraining; if so (or with force) identify the
+    twin, fine-tune, validate and promote. `progress`: the retraining's fraction done and a note. `log` receives
+    one human-readable line per finished stage."""
     from edge.manifest import load_manifest
     from sim.robot import load_robot
     from training.retrain.drift import DEFAULT_TRIGGER, TriggerPolicy
     from training.retrain.ingest import log_files
 
-    artifact, out_dir = Path(artifact), Path(out_dir)
-    cfg = RetrainConfig.from_yaml(config)
-    plan = cfg.budget(budget)
-    topics = {**TriggerPolicy.from_yaml(trigger or DEFAULT_TRIGGER).topics, **(topics or {})}
+    logs, artifact, out_dir = request.logs, Path(request.artifact), Path(request.out_dir)
+    cfg = RetrainConfig.from_yaml(request.config)
+    plan = cfg.budget(request.budget)
+    topics = {**TriggerPolicy.from_yaml(request.trigger or DEFAULT_TRIGGER).topics, **request.topics}
     files = sorted({f for p in ([logs] if isinstance(logs, str | Path) else logs) for f in log_files(p)})
     if not files:
         raise UserError(f"no finalised field logs (.mcap, .db3, .bag) in {logs}")
@@ -145,35 +148,14 @@ def retrain(
     spec = load_robot(manifest.robot["name"])
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    with Registry(registry or DEFAULT_REGISTRY) as reg:
-        parent_sha = manifest.policy["sha256"]
-        reg.add_artifact(parent_sha, artifact, spec.name, manifest.training_run_id, None)
-        if reg.deployed(spec.name) is None:  # the artifact the logs came from is the one in service
-            reg.mark_deployed(parent_sha, spec.name)
-        if retrain_id is None:
-            retrain_id = reg.begin(out_dir, parent_sha)
-        inputs = RetrainRun(
-            files,
-            artifact,
-            manifest,
-            spec,
-            cfg,
-            trigger,
-            force,
-            seed,
-            show_progress,
-            reg,
-            retrain_id,
-            log or _quiet,
-            None if signing_key is None else Path(signing_key),
-            tuple(Path(k) for k in trusted_keys),
-            topics,
-        )
+    with Registry(request.registry or DEFAULT_REGISTRY) as reg:
+        retrain_id = _register(reg, request, manifest, spec.name)
+        inputs = RetrainRun(request, files, manifest, spec, cfg, reg, retrain_id, log or _quiet, topics)
         record = {
             "logs": [str(f) for f in files],
             "artifact": str(artifact),
             "budget": plan.name,
-            "force": force,
+            "force": request.force,
             "topics": topics,
         }
         # the retraining budget's sizes, by the stage that reads them
@@ -184,6 +166,18 @@ def retrain(
         )
         run = PIPELINE.open(out_dir, record).execute(inputs, sizes, progress)
         return _finish(reg, _result(run, retrain_id), run)
+
+
+def _register(reg: Registry, request: RetrainRequest, manifest, robot: str) -> int:
+    """The retraining's registry entry: the deployed artifact registered (and marked in service when no other is),
+    the request's entry, out_dir's, or a new one."""
+    parent_sha = manifest.policy["sha256"]
+    reg.add_artifact(parent_sha, Path(request.artifact), robot, manifest.training_run_id, None)
+    if reg.deployed(robot) is None:  # the artifact the logs came from is the one in service
+        reg.mark_deployed(parent_sha, robot)
+    if request.retrain_id is not None:
+        return request.retrain_id
+    return reg.begin(Path(request.out_dir), parent_sha)
 
 
 def _quiet(line: str) -> None:
@@ -242,7 +236,7 @@ def _decide(ctx: StageContext) -> dict:
     from training.retrain.drift import DEFAULT_TRIGGER, FieldKpis, TriggerPolicy, decide
 
     run = ctx.config
-    policy = TriggerPolicy.from_yaml(run.trigger or DEFAULT_TRIGGER)
+    policy = TriggerPolicy.from_yaml(run.request.trigger or DEFAULT_TRIGGER)
     baseline = run.manifest.campaign_verdict["kpi_means"]
     d = decide(FieldKpis.from_ingest(ctx.results["ingest"]), baseline, policy)
     return {
@@ -268,7 +262,7 @@ def _decided(ctx: StageContext, decision: dict) -> None:
 
 
 def _no_drift(ctx: StageContext, decision: dict) -> bool:
-    return not decision["retrain"] and not ctx.config.force
+    return not decision["retrain"] and not ctx.config.request.force
 
 
 def _sysid(ctx: StageContext) -> dict:
@@ -287,7 +281,7 @@ def _sysid(ctx: StageContext) -> dict:
             "no stretch of the logs to replay: system identification needs odom, joint_states and joint_commands "
             "logged together"
         )
-    sysid_cfg = run.cfg.sysid_config(run.spec.name, plan, run.seed)
+    sysid_cfg = run.cfg.sysid_config(run.spec.name, plan, run.request.seed)
     r = identify(
         run.spec,
         windows,
@@ -365,7 +359,7 @@ def _finetune(ctx: StageContext) -> dict:
     ranges = run.cfg.centred_ranges(determined(ctx.results["sysid"]))
     root = ctx.out / "train"
     robot = run.manifest.robot["name"]
-    ppo = finetune_config(source, ranges, root, ctx.settings, run.seed)
+    ppo = finetune_config(source, ranges, root, ctx.settings, run.request.seed)
     started = find_run(root, robot)  # an interrupted fine-tuning: continue it
     resume = started if started is not None and (started / "checkpoints").is_dir() else None
 
@@ -373,7 +367,7 @@ def _finetune(ctx: StageContext) -> dict:
         ctx.progress(iteration / total, f"iteration {iteration}/{total}")
 
     with ProgressWatcher(root, robot, ppo.iterations, report):
-        run_dir = train(ppo, resume=resume, show_progress=run.show_progress)
+        run_dir = train(ppo, resume=resume, show_progress=run.request.show_progress)
     policy = run_dir / "policy"
     summary = json.loads((run_dir / "summary.json").read_text())
     return {
@@ -417,10 +411,12 @@ def identified_twin_campaign(standard, identified: dict):
 def _campaigns(ctx: StageContext) -> dict:
     """ctx.settings: the standard campaign of the retraining budget (a name or a YAML path)."""
     from sim.campaign.config import load_campaign
-    from sim.campaign.runner import REPORT_FILE, SUMMARY_FILE, run_campaign
+    from sim.campaign.runner import REPORT_FILE, SUMMARY_FILE, CampaignRequest, run_campaign
     from training.retrain.promote import campaign_check
 
     new, deployed = Path(ctx.results["finetune"]["artifact"]), ctx.config.artifact
+    request = ctx.config.request
+    trust = request.trust.or_signer(request.signing_key)
     standard = load_campaign(ctx.settings)
     runs = [
         ("standard", standard, ctx.out / f"campaign-{standard.name}"),
@@ -437,13 +433,7 @@ def _campaigns(ctx: StageContext) -> dict:
             ctx.progress((i + done / max(total, 1)) / len(runs), f"{kind} campaign, {done}/{total} episodes")
 
         outcome = run_campaign(
-            new,
-            cfg,
-            where,
-            compare_to=deployed,
-            promote_verdict=False,
-            trusted_keys=ctx.config.trusted_keys or _signer_public(ctx.config.signing_key),
-            progress=report,
+            CampaignRequest(new, cfg, where, compare_to=deployed, promote_verdict=False, trust=trust), report
         )
         check = campaign_check(kind, outcome.summary).to_dict()
         checks.append(
@@ -458,25 +448,13 @@ def _campaigns(ctx: StageContext) -> dict:
     return {"checks": checks}
 
 
-def _signer_public(signing_key: Path | None) -> list[Path]:
-    from edge.signing import public_path
-
-    return [] if signing_key is None else [public_path(signing_key)]
-
-
 def _validated(ctx: StageContext, campaigns: dict) -> None:
     run, sha = ctx.config, ctx.results["finetune"]["sha256"]
     for c in campaigns["checks"]:
-        run.reg.add_campaign(
-            sha,
-            run.retrain_id,
-            c["kind"],
-            c["name"],
-            c["passed"],
-            Path(c["summary"]),
-            Path(c["report"]),
-            c["summary_sha256"],
+        record = CampaignRecord(
+            c["kind"], c["name"], c["passed"], Path(c["summary"]), Path(c["report"]), c["summary_sha256"]
         )
+        run.reg.add_campaign(sha, run.retrain_id, record)
         means = ", ".join(
             f"{k} {c['kpi_means'][k]:.3g} (deployed {c['deployed_kpi_means'][k]:.3g})"
             for k in run.cfg.promotion.kpis
@@ -500,10 +478,10 @@ def _promote(ctx: StageContext) -> dict:
             new, summary, load_campaign(standard["campaign_file"]), Path(standard["summary"]).parent
         )
     signed_by = None
-    if promoted and ctx.config.signing_key is not None:
+    if promoted and ctx.config.request.signing_key is not None:
         from edge.signing import sign_artifact
 
-        signed_by = sign_artifact(new, ctx.config.signing_key)
+        signed_by = sign_artifact(new, ctx.config.request.signing_key)
     return {"promoted": promoted, "reason": reason, "verdict": verdict, "signed_by": signed_by}
 
 

@@ -10,13 +10,15 @@ first, in their own output directories, where every completed stage is skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from edge.fileio import sha256_file
-from sim2real.retrain_pipeline import RetrainResult, retrain
+from sim2real.pipeline import Progress
+from sim2real.retrain_pipeline import RetrainRequest, RetrainResult, retrain
 from training.retrain.ingest import log_files
 from training.retrain.registry import Registry
 
@@ -60,18 +62,23 @@ class LogScanner:
 
 def watch(
     root: Path,
-    artifact: Path,
-    out_root: Path,
-    registry: Path,
+    request: RetrainRequest,
     cfg: WatchConfig | None = None,
     say: Callable[[str], None] = print,
-    **retrain_kwargs,
+    progress: Progress | None = None,
 ) -> list[RetrainResult]:
-    """Process finalised logs under `root` as they arrive; returns the retrainings this call completed."""
+    """Process finalised logs under `root` as they arrive; returns the retrainings this call completed. `request`
+    holds what every retraining shares: its artifact is the one deployed when no retraining has promoted one yet,
+    its out_dir the root of the retrainings' directories, its registry the journal of claimed logs (required)."""
     from edge.manifest import load_manifest
 
     cfg = cfg or WatchConfig()
-    root, out_root = Path(root), Path(out_root)
+    root, out_root, artifact, registry = Path(root), Path(request.out_dir), Path(request.artifact), request.registry
+
+    def run(logs: list[Path], parent: Path, out_dir: Path, retrain_id: int) -> RetrainResult:
+        job = dataclasses.replace(request, logs=tuple(logs), artifact=parent, out_dir=out_dir, retrain_id=retrain_id)
+        return retrain(job, progress, log=say)
+
     robot = load_manifest(artifact).robot["name"]
     done: list[RetrainResult] = []
     with Registry(registry) as reg:
@@ -79,16 +86,7 @@ def watch(
     for entry in unfinished:  # interrupted retrainings first, exactly where they stopped
         parent = _artifact_path(registry, entry["parent_sha256"]) or Path(artifact)
         say(f"resuming retraining {entry['id']} of {len(entry['claimed'])} claimed log(s) in {entry['out_dir']}")
-        done.append(
-            retrain(
-                [Path(e["path"]) for e in entry["claimed"]],
-                parent,
-                Path(entry["out_dir"]),
-                registry=registry,
-                retrain_id=entry["id"],
-                **retrain_kwargs,
-            )
-        )
+        done.append(run([Path(e["path"]) for e in entry["claimed"]], parent, Path(entry["out_dir"]), entry["id"]))
     scanner = LogScanner(root, cfg.debounce_s)
     pending: set[str] = set()
     changed = idle_since = time.monotonic()
@@ -106,11 +104,7 @@ def watch(
                 out_dir = Path(reg.retrain(rid)["out_dir"]) if rid is not None else None
             if rid is not None:
                 say(f"retraining {rid}: {len(new)} new log(s): " + ", ".join(p.name for _, p, _ in new))
-                done.append(
-                    retrain(
-                        [p for _, p, _ in new], current, out_dir, registry=registry, retrain_id=rid, **retrain_kwargs
-                    )
-                )
+                done.append(run([p for _, p, _ in new], current, out_dir, rid))
             pending, idle_since = set(), time.monotonic()
             continue
         if new:

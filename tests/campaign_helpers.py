@@ -14,7 +14,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from edge.fileio import atomic_write_bytes, sha256_bytes
-from edge.manifest import INPUT_NAME, ONNX_FILE, OUTPUT_NAME, build_manifest, write_manifest
+from edge.manifest import INPUT_NAME, ONNX_FILE, OUTPUT_NAME, ActionLimits, build_manifest, write_manifest
 from sim.robot import joint_target_limits, load_robot
 from sim.tasks import load_task
 
@@ -78,8 +78,7 @@ def export_linear_policy(out_dir: str | Path, robot: str, weights: np.ndarray, r
         onnx_sha256=sha256_bytes(data),
         run_id=run_id,
         opset=OPSET,
-        target_limits=joint_target_limits(spec),
-        clip_actions=10.0,
+        limits=ActionLimits(joint_target_limits(spec), clip_actions=10.0),
     )
     atomic_write_bytes(Path(out_dir) / ONNX_FILE, data)
     write_manifest(out_dir, manifest)

@@ -123,9 +123,8 @@ def write_twin_log(
         num_envs=1,
         seed=seed,
         randomization=RandomizationConfig(enabled=False),
-        resample_commands=False,
         nthread=1,
-    )
+    ).hold_commands()
     spec = twin.spec
     twin.max_episode_steps = np.iinfo(np.int64).max
     twin.reset()

@@ -35,8 +35,7 @@ def test_newton_twin_drives_the_rover_forward():
         seed=0,
         randomization=RandomizationConfig(enabled=False),
         backend="newton",
-        resample_commands=False,
-    )
+    ).hold_commands()
     twin.set_commands(np.array([0.5, 0.0, 0.0]))
     obs, _ = twin.reset()
     assert obs.shape == (2, twin.task.obs_dim) and obs.dtype == np.float32

@@ -6,20 +6,16 @@ import dataclasses
 from campaign_helpers import TINY_CAMPAIGN, export_rover_policy
 
 from sim.campaign.config import campaign_from_dict
-from sim.campaign.runner import run_campaign
+from sim.campaign.runner import CampaignRequest, run_campaign
 
 
 def test_two_ray_workers_match_one_process(tmp_path):
     export_rover_policy(tmp_path / "policy")
     cfg = dataclasses.replace(campaign_from_dict(TINY_CAMPAIGN), batch_size=2)  # two batches: one per worker
-    local = run_campaign(tmp_path / "policy", cfg, tmp_path / "local", promote_verdict=False)
+    local = run_campaign(CampaignRequest(tmp_path / "policy", cfg, tmp_path / "local", promote_verdict=False))
     seen = []
     ray = run_campaign(
-        tmp_path / "policy",
-        cfg,
-        tmp_path / "ray",
-        workers=2,
-        promote_verdict=False,
+        CampaignRequest(tmp_path / "policy", cfg, tmp_path / "ray", workers=2, promote_verdict=False),
         progress=lambda done, total: seen.append(done),
     )
     assert ray.env_steps == local.env_steps == 4 * 50

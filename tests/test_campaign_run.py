@@ -14,7 +14,7 @@ from edge.manifest import MANIFEST_FILE, ONNX_FILE, load_manifest
 from edge.validation import UnvalidatedArtifactError, require_validated
 from sim.campaign.config import load_campaign
 from sim.campaign.results import RESULTS_FILE
-from sim.campaign.runner import REPORT_FILE, SUMMARY_FILE, run_campaign
+from sim.campaign.runner import REPORT_FILE, SUMMARY_FILE, CampaignRequest, run_campaign
 from sim2real import cli
 
 TINY = TINY_CAMPAIGN
@@ -99,12 +99,12 @@ def test_resume_skips_finished_scenarios_and_reruns_a_cut_batch(good_run, tmp_pa
     out = tmp_path / "out"
     shutil.copytree(done_dir, out)
     cfg = load_campaign(campaign)
-    again = run_campaign(policy, cfg, out, promote_verdict=False)
+    again = run_campaign(CampaignRequest(policy, cfg, out, promote_verdict=False))
     assert again.env_steps == 0 and again.summary["episodes"] == 4
 
     lines = (out / RESULTS_FILE).read_text().splitlines(keepends=True)
     (out / RESULTS_FILE).write_text("".join(lines[:-1]) + lines[-1][:20])  # a crash in the middle of a line
-    resumed = run_campaign(policy, cfg, out, promote_verdict=False)
+    resumed = run_campaign(CampaignRequest(policy, cfg, out, promote_verdict=False))
     assert resumed.env_steps == 4 * 50  # the cut scenario's batch ran again...
     text = (out / RESULTS_FILE).read_text().splitlines()[1:]
     rows = [json.loads(line) for line in text if line.endswith("}")]

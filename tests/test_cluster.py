@@ -24,7 +24,7 @@ from ray_cluster import REPO, start_cluster
 
 from sim.campaign.config import load_campaign
 from sim.campaign.results import RESULTS_FILE
-from sim.campaign.runner import run_campaign
+from sim.campaign.runner import CampaignRequest, run_campaign
 from training.ppo.config import PPOConfig
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def campaign(tmp_path_factory):
     policy = export_rover_policy(root / "policy")
     path = root / "cluster.yaml"
     path.write_text(yaml.safe_dump(CAMPAIGN))
-    one = run_campaign(policy, load_campaign(path), root / "one-process", promote_verdict=False)
+    one = run_campaign(CampaignRequest(policy, load_campaign(path), root / "one-process", promote_verdict=False))
     return policy, path, _rows(one.out_dir), one.passed
 
 

@@ -14,7 +14,7 @@ import torch
 from benchmarks.edge_policies import export_random_policy, random_actor
 from edge.errors import ArtifactError, BackendUnavailable, ObservationError
 from edge.fileio import atomic_write_bytes, sha256_file
-from edge.manifest import MANIFEST_FILE, ONNX_FILE, load_manifest, record_verdict
+from edge.manifest import MANIFEST_FILE, ONNX_FILE, ActionLimits, load_manifest, record_verdict
 from edge.observation import obs_term
 from edge.runtime import OnnxRuntimePolicy, load_policy
 from edge.tensorrt_runtime import TRT_NEEDS, tensorrt_unavailable_reason
@@ -210,7 +210,8 @@ def test_export_refuses_unbounded_actions_and_wrong_output_size(tmp_path):
     with pytest.raises(ValueError, match="no action limit for joint"):
         export_policy(actor, spec.to_dict(), terms, tmp_path, run_id="x")
     with pytest.raises(ValueError, match="expected \\[2\\]"):
-        export_policy(random_actor(16, 3, (8,)), spec.to_dict(), terms, tmp_path, run_id="x", clip_actions=5.0)
+        limits = ActionLimits(clip_actions=5.0)
+        export_policy(random_actor(16, 3, (8,)), spec.to_dict(), terms, tmp_path, run_id="x", limits=limits)
     assert not any(tmp_path.iterdir())
 
 

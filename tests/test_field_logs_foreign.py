@@ -289,7 +289,7 @@ def test_a_dry_run_says_what_the_logs_can_tell_and_trains_nothing(tmp_path, caps
     import yaml
 
     from sim.campaign.config import load_campaign
-    from sim.campaign.runner import run_campaign
+    from sim.campaign.runner import CampaignRequest, run_campaign
     from tests.campaign_helpers import export_rover_policy
 
     artifact = export_rover_policy(tmp_path / "policy")
@@ -297,7 +297,7 @@ def test_a_dry_run_says_what_the_logs_can_tell_and_trains_nothing(tmp_path, caps
     tiny = {"name": "tiny", "episode_s": 2.0, "axes": {"commands": ["forward"]}}
     tiny |= {"commands": {"forward": ["forward for 2 s"]}, "gates": {"kpis": {"falls": 1}, "failure_rate": 1.0}}
     campaign.write_text(yaml.safe_dump(tiny))
-    run_campaign(artifact, load_campaign(campaign), tmp_path / "validation")  # the baseline the trigger compares to
+    run_campaign(CampaignRequest(artifact, load_campaign(campaign), tmp_path / "validation"))  # the trigger's baseline
     robot_log(tmp_path / "logs", topics={"odom": "/wheel_controller/odom", "imu": "/imu/data"})
     monkeypatch.setenv("COLUMNS", "400")  # rich's table: one line per row
     monkeypatch.chdir(tmp_path)

@@ -25,9 +25,7 @@ SCRIPT = [(1.0, 0.8, 0.0), (1.0, 0.0, 1.2), (1.0, -0.5, 0.0), (1.0, 0.4, -1.0)]
 
 
 def twin(robot: str = "rover") -> BatchedTwin:
-    t = BatchedTwin(
-        robot, num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False), resample_commands=False
-    )
+    t = BatchedTwin(robot, num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False)).hold_commands()
     t.reset()
     return t
 

@@ -12,7 +12,7 @@ from campaign_helpers import export_standing_quadruped
 
 from sim import gait
 from sim.campaign.config import load_campaign
-from sim.campaign.runner import REPORT_FILE, run_campaign
+from sim.campaign.runner import REPORT_FILE, CampaignRequest, run_campaign
 from sim.errors import CampaignError, SimError
 from sim.kpis import GAIT_KPIS, RobotLimits, Trajectory, episode_kpis
 from sim.randomization import RandomizationConfig
@@ -185,7 +185,7 @@ def test_campaign_scores_the_gait_and_reports_the_footfalls(tmp_path):
     artifact = export_standing_quadruped(tmp_path / "standing")
     path = tmp_path / "campaign.yaml"
     path.write_text(yaml.safe_dump(CAMPAIGN))
-    out = run_campaign(artifact, load_campaign(path), tmp_path / "out", promote_verdict=False)
+    out = run_campaign(CampaignRequest(artifact, load_campaign(path), tmp_path / "out", promote_verdict=False))
     rows = [json.loads(line) for line in (out.out_dir / "results.jsonl").read_text().splitlines()[1:]]
     for row in rows:  # it stands on four feet: all stance, no flight, no trot
         assert set(GAIT_KPIS) <= set(row["kpis"])

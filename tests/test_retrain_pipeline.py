@@ -20,10 +20,10 @@ from edge.manifest import load_manifest
 from edge.validation import require_validated
 from sim.campaign.config import load_campaign
 from sim.campaign.rollout import robot_limits
-from sim.campaign.runner import run_campaign
+from sim.campaign.runner import CampaignRequest, run_campaign
 from sim.robot import load_robot
 from sim2real.cli import main
-from sim2real.retrain_pipeline import PIPELINE, retrain
+from sim2real.retrain_pipeline import PIPELINE, RetrainRequest, retrain
 from tests.field_logs import write_twin_log
 from training.ppo.config import PPOConfig
 from training.ppo.launch import train
@@ -46,7 +46,7 @@ def deployed(tmp_path_factory):
         ),
         show_progress=False,
     )
-    run_campaign(run / "policy", load_campaign("quick"), root / "validation")
+    run_campaign(CampaignRequest(run / "policy", load_campaign("quick"), root / "validation"))
     return run / "policy"
 
 
@@ -66,7 +66,8 @@ def _field_ang(artifact: Path, where: Path) -> float:
 @pytest.fixture(scope="module")
 def retrained(deployed, field_logs, tmp_path_factory):
     out = tmp_path_factory.mktemp("retrain")
-    return retrain(field_logs, deployed, out / "run", budget="minimal", registry=out / "registry.sqlite"), out
+    request = RetrainRequest(field_logs, deployed, out / "run", budget="minimal", registry=out / "registry.sqlite")
+    return retrain(request), out
 
 
 def test_retraining_identifies_the_field_twin_and_closes_the_gap(deployed, retrained, tmp_path):
@@ -110,9 +111,8 @@ def test_a_finished_retraining_is_not_redone(deployed, field_logs, retrained):
     r, out = retrained
     log_before = (r.out_dir / "stages.log").read_text()
     lines = []
-    again = retrain(
-        field_logs, deployed, r.out_dir, budget="minimal", registry=out / "registry.sqlite", log=lines.append
-    )
+    request = RetrainRequest(field_logs, deployed, r.out_dir, budget="minimal", registry=out / "registry.sqlite")
+    again = retrain(request, log=lines.append)
     assert (r.out_dir / "stages.log").read_text() == log_before  # every stage skipped
     assert again.new_artifact == r.new_artifact and again.lineage_id == r.lineage_id
     assert again.promoted == r.promoted and again.promotion_reason == r.promotion_reason

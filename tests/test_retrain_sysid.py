@@ -57,9 +57,7 @@ def noisy(log: FieldLog, std: float = 0.01, seed: int = 0) -> FieldLog:
 
 def field_twin(robot: str, planted: dict) -> BatchedTwin:
     spec = load_robot(robot)
-    twin = BatchedTwin(
-        spec, num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False), resample_commands=False
-    )
+    twin = BatchedTwin(spec, num_envs=1, seed=3, randomization=RandomizationConfig(enabled=False)).hold_commands()
     twin.reset()  # a random yaw and small random velocities
     twin.set_params(fixed_params(planted, spec.sim_dt))
     return twin

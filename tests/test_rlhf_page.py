@@ -38,18 +38,14 @@ def server(tmp_path):
     first = store.add_pair(
         "go forward 1 m",
         "stopped",
-        format_plan(plans[0]),
-        format_plan(plans[1]),
-        _for_page(runs[0]),
-        _for_page(runs[1]),
+        (format_plan(plans[0]), format_plan(plans[1])),
+        (_for_page(runs[0]), _for_page(runs[1])),
     )
     store.add_pair(
         "curve left for 2 s",
         "stopped",
-        format_plan(plans[2]),
-        format_plan(plans[3]),
-        _for_page(runs[2]),
-        _for_page(runs[3]),
+        (format_plan(plans[2]), format_plan(plans[3])),
+        (_for_page(runs[2]), _for_page(runs[3])),
     )
     with _serving(create_app(store, TOKEN)) as url:
         yield url, store, first

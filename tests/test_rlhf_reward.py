@@ -44,8 +44,8 @@ def test_each_step_is_judged_in_order(tmp_path):
     assert [plan_passes(p, expect, steps) for p in plans] == [True, False, False, True]
     assert all(plan_passes(p, expect) for p in plans)  # an eval line without steps: judged by its totals
     store = PreferenceStore(tmp_path / "prefs.sqlite")  # steps are stored with the pair; old rows have none
-    with_steps = store.add_pair("turn left then go 1 m", "stopped", "[]", "[]", expect=expect, steps=steps)
-    old = store.add_pair("go 1 m", "stopped", "[]", "[]", expect={"distance_m": (0.9, 1.1)})
+    with_steps = store.add_pair("turn left then go 1 m", "stopped", ("[]", "[]"), expect=expect, steps=steps)
+    old = store.add_pair("go 1 m", "stopped", ("[]", "[]"), expect={"distance_m": (0.9, 1.1)})
     assert store.pair(with_steps).steps == steps and store.pair(with_steps).expect == expect
     assert store.pair(old).steps is None and store.pair(old).expect == {"distance_m": (0.9, 1.1)}
     items = load_eval_set(HELDOUT)[:3]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from edge.manifest import build_manifest
+from edge.manifest import ActionLimits, build_manifest
 from edge.observation import obs_term
 from sim.controllers import StandController
 from sim.robot import RobotConfigError, load_robot
@@ -127,7 +127,12 @@ def test_per_joint_gains(tmp_path):
         -model.actuator_biasprm[:, 2], params.motor_strength[0] * params.kd_scale[0] * np.array(kd)
     )
     manifest = build_manifest(
-        spec.to_dict(), [obs_term("joint_pos", 8)], onnx_sha256="0" * 64, run_id="r", opset=17, clip_actions=10.0
+        spec.to_dict(),
+        [obs_term("joint_pos", 8)],
+        onnx_sha256="0" * 64,
+        run_id="r",
+        opset=17,
+        limits=ActionLimits(clip_actions=10.0),
     )
     assert manifest.control["kp"] == kp and manifest.control["kd"] == kd
 

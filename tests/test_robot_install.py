@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sim2real.sil import run_sil
+from edge.signing import TrustPolicy
+from sim2real.sil import SilRequest, run_sil
 from tests.package_info import setup_constants
 from training.retrain.ingest import log_files, read_field_log
 
@@ -65,17 +66,17 @@ def test_installed_robot_nodes_drive_the_twin_over_dds(robot_python, trained_rov
     script = tmp_path / "instructions.yaml"
     script.write_text(yaml.safe_dump([{"t_s": 0.0, "text": "drive forward 1 meter"}]))
     logs = tmp_path / "logs"
-    sil = run_sil(
+    request = SilRequest(
         str(trained_rover),
         6.0,
         record=str(logs),
         backend="onnxruntime",
-        allow_unvalidated=True,
-        allow_unsigned=True,
+        trust=TrustPolicy(allow_unsigned=True, allow_unvalidated=True),
         instructions=script,
         instruction_model=minimal_run()["onnx_dir"],
         robot_python=str(robot_python),
     )
+    sil = run_sil(request)
     assert set(sil["robot_python"].values()) == {str(robot_python)}  # every robot node ran on the installed venv
     (entry,) = sil["instructions"]
     assert entry["valid"] and entry["plan"], entry

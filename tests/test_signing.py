@@ -162,35 +162,41 @@ def test_campaign_verifies_a_promoted_artifact_before_it_runs(tmp_path, keys):
     import yaml
 
     from sim.campaign.config import load_campaign
-    from sim.campaign.runner import run_campaign
+    from sim.campaign.runner import CampaignRequest, run_campaign
     from tests.campaign_helpers import TINY_CAMPAIGN
 
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY_CAMPAIGN))
     cfg = load_campaign(tmp_path / "tiny.yaml")
     artifact = export_rover_policy(tmp_path / "policy")
-    first = run_campaign(artifact, cfg, tmp_path / "v1", signing_key=keys[0])
+    first = run_campaign(CampaignRequest(artifact, cfg, tmp_path / "v1", signing_key=keys[0]))
     assert first.passed and first.verdict["signed_by"] == keys[2]
     assert first.summary["signatures"][str(artifact)] == "unsigned (not promoted)"  # a fresh export: nothing to check
 
-    again = run_campaign(artifact, cfg, tmp_path / "v2", trusted_keys=[keys[1]], promote_verdict=False)
+    trusted = signing.TrustPolicy([keys[1]])
+    again = run_campaign(CampaignRequest(artifact, cfg, tmp_path / "v2", promote_verdict=False, trust=trusted))
     assert again.summary["signatures"][str(artifact)] == f"signed by trusted key {keys[2]}"
     with pytest.raises(signing.SignatureError, match="give the trusted public keys"):
-        run_campaign(artifact, cfg, tmp_path / "v3", promote_verdict=False)  # signed, and nothing to verify it with
+        run_campaign(
+            CampaignRequest(artifact, cfg, tmp_path / "v3", promote_verdict=False)
+        )  # signed, nothing to verify
     other = tmp_path / "other" / "signing.key"
     signing.generate_key(other)
     with pytest.raises(signing.SignatureError, match="not a trusted key"):
-        run_campaign(artifact, cfg, tmp_path / "v4", trusted_keys=[signing.public_path(other)])
+        run_campaign(
+            CampaignRequest(artifact, cfg, tmp_path / "v4", trust=signing.TrustPolicy([signing.public_path(other)]))
+        )
 
     path = artifact / MANIFEST_FILE
     manifest = json.loads(path.read_text())
     manifest["command_limits"]["vx"] = [-5.0, 5.0]
     path.write_text(json.dumps(manifest, indent=1))
     with pytest.raises(signing.SignatureError, match="does not match manifest.json"):
-        run_campaign(artifact, cfg, tmp_path / "v5", trusted_keys=[keys[1]])
+        run_campaign(CampaignRequest(artifact, cfg, tmp_path / "v5", trust=trusted))
     assert not (tmp_path / "v5").exists()  # refused before anything ran or was written
 
     (artifact / signing.SIGNATURE_FILE).unlink()  # approved (passing verdict in the manifest), unsigned
     with pytest.raises(signing.SignatureError, match="not signed"):
-        run_campaign(artifact, cfg, tmp_path / "v6", trusted_keys=[keys[1]], promote_verdict=False)
+        run_campaign(CampaignRequest(artifact, cfg, tmp_path / "v6", promote_verdict=False, trust=trusted))
     with pytest.warns(UserWarning, match="WARN unsigned artifact allowed"):
-        run_campaign(artifact, cfg, tmp_path / "v7", trusted_keys=[keys[1]], allow_unsigned=True, promote_verdict=False)
+        waived = signing.TrustPolicy([keys[1]], allow_unsigned=True)
+        run_campaign(CampaignRequest(artifact, cfg, tmp_path / "v7", promote_verdict=False, trust=waived))

@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from edge.runtime import load_policy
+from edge.signing import TrustPolicy
 from sim.randomization import RandomizationConfig
 from sim.twin import BatchedTwin
-from sim2real.sil import command_at, load_commands, run_sil, tracking_kpis
+from sim2real.sil import SilRequest, command_at, load_commands, run_sil, tracking_kpis
 from tests.ros_helpers import ros_env
 from training.retrain.ingest import log_files, read_field_log
 
@@ -34,9 +35,8 @@ def ros_domain(monkeypatch):
 def twin_tracking(artifact, script, duration: float) -> dict:
     """The artifact on one nominal twin (the bridge's: same robot, seed and start), same script, same scoring."""
     policy = load_policy(artifact, "onnxruntime")
-    twin = BatchedTwin(
-        "rover", 1, seed=0, randomization=RandomizationConfig(enabled=False), resample_commands=False, nthread=0
-    )
+    twin = BatchedTwin("rover", 1, seed=0, randomization=RandomizationConfig(enabled=False), nthread=0)
+    twin.hold_commands()
     twin.max_episode_steps = 10**9
     twin.reset()
     dt, samples = twin.spec.control_dt, []
@@ -56,15 +56,15 @@ def test_trained_policy_tracks_a_cmd_vel_step_over_ros_as_in_the_twin(trained_ro
     script = tmp_path / "step.yaml"
     script.write_text(yaml.safe_dump(STEP_SCRIPT))
     logs = tmp_path / "logs"
-    sil = run_sil(
+    request = SilRequest(
         str(trained_rover),
         DURATION,
         commands=script,
         record=str(logs),
         backend="onnxruntime",
-        allow_unvalidated=True,
-        allow_unsigned=True,
+        trust=TrustPolicy(allow_unsigned=True, allow_unvalidated=True),
     )
+    sil = run_sil(request)
     twin = twin_tracking(trained_rover, load_commands(script), DURATION)
 
     assert sil["falls"] == 0 and sil["samples"] >= 0.95 * DURATION / 0.02, sil
@@ -100,16 +100,16 @@ def test_instruction_script_drives_the_robot_through_instruction_node(trained_ro
         yaml.safe_dump([{"t_s": 0.0, "text": "drive forward 1 meter"}, {"t_s": 5.0, "text": "turn left 90 degrees"}])
     )
     logs = tmp_path / "logs"
-    sil = run_sil(
+    request = SilRequest(
         str(trained_rover),
         9.0,
         record=str(logs),
         backend="onnxruntime",
-        allow_unvalidated=True,
-        allow_unsigned=True,
+        trust=TrustPolicy(allow_unsigned=True, allow_unvalidated=True),
         instructions=script,
         instruction_model=minimal_run()["onnx_dir"],
     )
+    sil = run_sil(request)
 
     forward, turn = sil["instructions"]
     assert [forward["text"], turn["text"]] == ["drive forward 1 meter", "turn left 90 degrees"]

@@ -16,7 +16,7 @@ from sim.backends import make_backend
 from sim.campaign.commands import compile_sequence
 from sim.campaign.config import CampaignError, campaign_from_dict, load_campaign
 from sim.campaign.results import RESULTS_FILE
-from sim.campaign.runner import run_campaign
+from sim.campaign.runner import CampaignRequest, run_campaign
 from sim.errors import SimError
 from sim.robot import build_model, load_robot
 from sim.tasks import load_task
@@ -229,7 +229,9 @@ def test_campaign_scenario_on_terrain_runs(tmp_path):
         "gates": {**TINY_CAMPAIGN["gates"], "per_axis": {"terrain": 0.5}},
     }
     cfg = campaign_from_dict(raw, "terrain.yaml")
-    outcome = run_campaign(export_rover_policy(tmp_path / "policy"), cfg, tmp_path / "out", promote_verdict=False)
+    outcome = run_campaign(
+        CampaignRequest(export_rover_policy(tmp_path / "policy"), cfg, tmp_path / "out", promote_verdict=False)
+    )
     rows = [json.loads(line) for line in (tmp_path / "out" / RESULTS_FILE).read_text().splitlines()]
     episodes = {r["axes"]["terrain"]: r for r in rows if r.get("type") == "episode"}
     assert sorted(episodes) == ["flat", "rough"] and outcome.passed

@@ -240,7 +240,7 @@ def test_latency_delays_the_response_by_whole_physics_steps():
 
 
 def test_rover_tracks_half_a_metre_per_second_within_ten_percent():
-    twin = BatchedTwin("rover", num_envs=4, seed=0, randomization=NOMINAL, resample_commands=False)
+    twin = BatchedTwin("rover", num_envs=4, seed=0, randomization=NOMINAL).hold_commands()
     twin.reset()
     twin.set_commands(np.array([0.5, 0.0, 0.0]))
     controller = DiffDriveController(twin)
@@ -254,7 +254,7 @@ def test_rover_tracks_half_a_metre_per_second_within_ten_percent():
 
 
 def test_rover_turns_left_for_positive_wz():
-    twin = BatchedTwin("rover", num_envs=1, seed=0, randomization=NOMINAL, resample_commands=False)
+    twin = BatchedTwin("rover", num_envs=1, seed=0, randomization=NOMINAL).hold_commands()
     twin.reset()
     twin.set_commands(np.array([0.0, 0.0, 1.0]))
     controller = DiffDriveController(twin)

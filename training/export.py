@@ -20,8 +20,8 @@ from edge.manifest import (
     INPUT_NAME,
     ONNX_FILE,
     OUTPUT_NAME,
+    ActionLimits,
     Manifest,
-    action_limits,
     build_manifest,
     write_manifest,
 )
@@ -38,9 +38,7 @@ def export_policy(
     out_dir: str | Path,
     *,
     run_id: str,
-    target_limits: tuple[Sequence[float], Sequence[float]] | None = None,
-    clip_actions: float | None = None,
-    action_rate_limit: float | None = None,
+    limits: ActionLimits | None = None,
 ) -> Manifest:
     """Write `out_dir/policy.onnx` and `out_dir/manifest.json` and return the manifest.
 
@@ -48,17 +46,15 @@ def export_policy(
         output) or any torch module mapping obs [batch, obs_dim] -> actions [batch, num_joints].
     robot: sim.robot.RobotSpec.to_dict().
     obs_terms: the observation layout in order; None takes robot["observations"] through edge.observation.obs_term.
-    target_limits: (low, high) per joint in target units (rad for position control, rad/s for velocity, N m for
-        torque; +-inf where a joint is unlimited), e.g. the MJCF joint ranges of a position-controlled robot.
-    clip_actions: the action clip the policy was trained with (the twin's clip_actions), in action units.
-        The manifest's action limits are the tighter of the two; at least one must bound every joint.
-    action_rate_limit: largest action change per second (action units) the safety filter allows; None: no limit.
+    limits: the target limits, the training's action clip and the rate limit (edge.manifest.ActionLimits); None:
+        none of them, which only a torque robot (bounded by its torque limits) can be exported with.
     """
     import onnx
     import torch
 
     n = len(robot["joints"])
-    action_limits(robot, target_limits, clip_actions)  # fail before the slow export, not after it
+    limits = limits or ActionLimits()
+    limits.per_joint(robot)  # fail before the slow export, not after it
     terms = list(obs_terms) if obs_terms is not None else [obs_term(name, n) for name in robot["observations"]]
     obs_dim = sum(t.size for t in terms)
     module = actor.as_onnx(verbose=False) if hasattr(actor, "as_onnx") else copy.deepcopy(actor)
@@ -94,9 +90,7 @@ def export_policy(
         onnx_sha256=sha256_bytes(onnx_bytes),
         run_id=run_id,
         opset=OPSET,
-        target_limits=target_limits,
-        clip_actions=clip_actions,
-        action_rate_limit=action_rate_limit,
+        limits=limits,
     )
     out = Path(out_dir)
     # ONNX first, manifest second: in between, a reader sees a hash mismatch and refuses, never a wrong pairing

@@ -60,47 +60,6 @@ def _quat_rotate_inv(q_wxyz: np.ndarray, v: np.ndarray) -> np.ndarray:
     return _quat_rotate(conj, v)
 
 
-_PD_KERNEL = None
-
-
-def _pd_kernel(wp):
-    """Warp kernel: joint torques of the PD law for (env, joint), written into control.joint_f."""
-    global _PD_KERNEL
-    if _PD_KERNEL is not None:
-        return _PD_KERNEL
-
-    @wp.kernel
-    def pd_torques(
-        joint_q: wp.array(dtype=wp.float32),
-        joint_qd: wp.array(dtype=wp.float32),
-        q_index: wp.array2d(dtype=wp.int32),
-        qd_index: wp.array2d(dtype=wp.int32),
-        targets: wp.array3d(dtype=wp.float32),
-        k: int,
-        mode: int,
-        kp: wp.array2d(dtype=wp.float32),
-        kd: wp.array2d(dtype=wp.float32),
-        strength: wp.array(dtype=wp.float32),
-        limit: wp.array(dtype=wp.float32),
-        joint_f: wp.array(dtype=wp.float32),
-    ):
-        env, j = wp.tid()
-        q = joint_q[q_index[env, j]]
-        qd = joint_qd[qd_index[env, j]]
-        target = targets[env, k, j]
-        tau = target
-        if mode == 0:  # position
-            tau = kp[env, j] * (target - q) - kd[env, j] * qd
-        elif mode == 1:  # velocity
-            tau = kd[env, j] * (target - qd)
-        s = strength[env]
-        bound = s * limit[j]
-        joint_f[qd_index[env, j]] = wp.clamp(s * tau, -bound, bound)
-
-    _PD_KERNEL = pd_torques
-    return pd_torques
-
-
 class NewtonBackend(TwinBackend):
     def __init__(self, spec: RobotSpec, num_envs: int, nthread: int | None = None, config: NewtonConfig | None = None):
         """`nthread` is accepted for the interface and ignored: Warp runs its own parallelism."""
@@ -150,10 +109,8 @@ class NewtonBackend(TwinBackend):
         self._inertia0 = self.model.body_inertia.numpy()[base].copy()
         offsets = (np.arange(num_envs) * self._ncoord)[:, None]
         dof_offsets = (np.arange(num_envs) * self._ndof)[:, None]
-        self._q_index = wp.array((offsets + self._joint_q).astype(np.int32), dtype=wp.int32, device=self.device)
-        self._qd_index = wp.array((dof_offsets + self._joint_qd).astype(np.int32), dtype=wp.int32, device=self.device)
-        self._mode = {"position": 0, "velocity": 1, "torque": 2}[spec.control_mode]
-        self._limit = wp.array(np.asarray(spec.torque_limit, np.float32), dtype=wp.float32, device=self.device)
+        from sim.backends.newton_kernels import Actuators, pd_torques  # after _import_newton set Warp's options
+
         kp, kd = scaled_gains(spec, np.ones(num_envs), np.ones(num_envs))
         self._gains = {
             "kp": kp.astype(np.float32),
@@ -161,7 +118,20 @@ class NewtonBackend(TwinBackend):
             "strength": np.ones(num_envs, np.float32),
         }
         self._gains_wp = {k: wp.array(v, dtype=wp.float32, device=self.device) for k, v in self._gains.items()}
-        self._kernel = _pd_kernel(wp)
+        self._actuators = Actuators()  # holds the gain arrays: set_params assigns into them, the kernel sees it
+        self._actuators.q_index = wp.array(
+            (offsets + self._joint_q).astype(np.int32), dtype=wp.int32, device=self.device
+        )
+        self._actuators.qd_index = wp.array(
+            (dof_offsets + self._joint_qd).astype(np.int32), dtype=wp.int32, device=self.device
+        )
+        self._actuators.mode = {"position": 0, "velocity": 1, "torque": 2}[spec.control_mode]
+        self._actuators.kp, self._actuators.kd = self._gains_wp["kp"], self._gains_wp["kd"]
+        self._actuators.strength = self._gains_wp["strength"]
+        self._actuators.limit = wp.array(
+            np.asarray(spec.torque_limit, np.float32), dtype=wp.float32, device=self.device
+        )
+        self._kernel = pd_torques
         newton.eval_fk(self.model, self._state.joint_q, self._state.joint_qd, self._state)
 
     # ------------------------------------------------------------------ stepping
@@ -170,26 +140,13 @@ class NewtonBackend(TwinBackend):
         nstep = targets.shape[1]
         device_targets = wp.array(np.ascontiguousarray(targets, dtype=np.float32), dtype=wp.float32, device=self.device)
         dt = self.spec.sim_dt / self.cfg.substeps
-        g = self._gains_wp
         for k in range(nstep):
             for _ in range(self.cfg.substeps):
                 self.control.joint_f.zero_()
                 wp.launch(
                     self._kernel,
                     dim=(n, nu),
-                    inputs=[
-                        self._state.joint_q,
-                        self._state.joint_qd,
-                        self._q_index,
-                        self._qd_index,
-                        device_targets,
-                        k,
-                        self._mode,
-                        g["kp"],
-                        g["kd"],
-                        g["strength"],
-                        self._limit,
-                    ],
+                    inputs=[self._state.joint_q, self._state.joint_qd, device_targets, k, self._actuators],
                     outputs=[self.control.joint_f],
                     device=self.device,
                 )

@@ -159,8 +159,7 @@ def run_batch(
         randomization=_twin_randomization(cfg, job),
         backend=cfg.backend,
         nthread=threads,
-        resample_commands=False,
-    )
+    ).hold_commands()
     twin.max_episode_steps = steps + 1  # the campaign's episode length, not the robot's training one
     twin.terrain_timeout = False  # an episode runs its length: the campaign's terrains are sized for it
     twin.set_commands(commands[:, 0])  # before reset, so the first observation carries the first command

@@ -5,17 +5,19 @@ artifact's manifest."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from edge.config import setting
 from edge.fileio import atomic_write_bytes, sha256_bytes
 from edge.manifest import load_manifest, record_verdict
-from edge.signing import public_path, sign_artifact, verify_if_promoted
+from edge.signing import TrustPolicy, sign_artifact
 from sim.campaign.compare import compare
 from sim.campaign.config import CampaignConfig
 from sim.campaign.execute import Executor
@@ -56,8 +58,9 @@ def _now() -> str:
 def _simulate(
     artifact_dir: Path,
     files: ArtifactFiles,
-    cfg: CampaignConfig,
     out_dir: Path,
+    *,
+    cfg: CampaignConfig,
     executor: Executor,
     fresh: bool,
     progress: Progress | None,
@@ -92,54 +95,50 @@ def _simulate(
     return store, spec, counted["steps"], counted["seconds"]
 
 
-def run_campaign(
-    artifact_dir: str | Path,
-    cfg: CampaignConfig,
-    out_dir: str | Path,
-    *,
-    workers: int = 1,
-    ray_address: str | None = None,
-    threads: int = 1,
-    fresh: bool = False,
-    compare_to: str | Path | None = None,
-    promote_verdict: bool = True,
-    signing_key: str | Path | None = None,
-    trusted_keys: Sequence[str | Path] = (),
-    allow_unsigned: bool = False,
-    progress: Progress | None = None,
-) -> CampaignOutcome:
-    """Run (or resume) `cfg` on the artifact in `artifact_dir`, writing results.jsonl, traces/, summary.json and
-    report.html to `out_dir`; `compare_to` runs the same campaign on a second artifact (results in
-    out_dir/compare/<sha>) and adds per-scenario deltas. A passing verdict is signed with `signing_key` (promotion:
-    edge.signing) when one is given. A promoted (signed) artifact, and with `trusted_keys` any artifact, is verified
-    against `trusted_keys` (default: the public half of `signing_key`) before anything runs; `allow_unsigned` turns
-    that refusal into a warning (development only)."""
-    artifact_dir, out_dir = Path(artifact_dir), Path(out_dir)
+@dataclass(frozen=True)
+class CampaignRequest:
+    """One campaign run: which artifact, which campaign, where the results go, how it runs and what it promotes."""
+
+    artifact: str | Path = setting(help="the artifact directory the campaign runs")
+    campaign: CampaignConfig = setting(help="the campaign (sim.campaign.config.load_campaign)")
+    out: str | Path = setting(help="results.jsonl, traces/, summary.json and report.html go here; resumed from here")
+    workers: int = setting(1, "local worker processes", ge=1)
+    ray_address: str | None = setting(None, "run the batches on this Ray cluster instead")
+    threads: int = setting(1, "threads per worker", ge=1)
+    fresh: bool = setting(False, "discard the results already in `out` instead of resuming them")
+    compare_to: str | Path | None = setting(
+        None, "a second artifact run on the same campaign (results in out/compare/<sha>), with per-scenario deltas"
+    )
+    promote_verdict: bool = setting(True, "record the verdict in the artifact's manifest")
+    signing_key: str | Path | None = setting(None, "sign a passing verdict with this key (promotion)")
+    trust: TrustPolicy = setting(
+        TrustPolicy(),
+        "a promoted (signed) artifact, and with trusted keys any artifact, must verify against the trusted keys "
+        "(default: the public half of signing_key) before anything runs; allow_unsigned makes a refusal a warning",
+    )
+
+
+def run_campaign(request: CampaignRequest, progress: Progress | None = None) -> CampaignOutcome:
+    """Run (or resume) the campaign on the artifact: verify, simulate, write the summary and report, record the
+    verdict."""
     started, t0 = _now(), time.perf_counter()
-    if not trusted_keys and signing_key is not None:
-        trusted_keys = [public_path(signing_key)]
-    signatures = {}
-    for directory in (artifact_dir, *([] if compare_to is None else [Path(compare_to)])):
-        check = verify_if_promoted(directory, trusted_keys, allow_unsigned)
-        if check and not check.passed:
-            warnings.warn(check.message, stacklevel=2)
-        signatures[str(directory)] = check.message if check else "unsigned (not promoted)"
-    files = ArtifactFiles.read(artifact_dir)  # refuses a tampered artifact before anything runs
-    other_files = None if compare_to is None else ArtifactFiles.read(compare_to)
-    with Executor(workers, ray_address, threads) as executor:
-        store, spec, steps, seconds = _simulate(artifact_dir, files, cfg, out_dir, executor, fresh, progress)
+    signatures = _verify(request)
+    files = ArtifactFiles.read(request.artifact)  # refuses a tampered artifact before anything runs
+    other_files = None if request.compare_to is None else ArtifactFiles.read(request.compare_to)
+    out_dir = Path(request.out)
+    with Executor(request.workers, request.ray_address, request.threads) as executor:
+        simulate = functools.partial(_simulate, cfg=request.campaign, executor=executor, fresh=request.fresh)
+        store, spec, steps, seconds = simulate(Path(request.artifact), files, out_dir, progress=progress)
         other_store = None
         if other_files is not None:
             other_dir = out_dir / "compare" / other_files.sha256[:12]
-            other_store = _simulate(Path(compare_to), other_files, cfg, other_dir, executor, fresh, progress)[0]
-    rows = store.rows()
-    checks = evaluate(rows, cfg)
+            other_store = simulate(Path(request.compare_to), other_files, other_dir, progress=progress)[0]
     meta = {
-        "artifact": str(artifact_dir),
+        "artifact": str(Path(request.artifact)),
         "policy_sha256": files.sha256,
         "robot": spec.name,
-        "backend": cfg.backend,
-        "campaign_sha256": cfg.sim_sha256(),
+        "backend": request.campaign.backend,
+        "campaign_sha256": request.campaign.sim_sha256(),
         "out_dir": str(out_dir),
         "started_at": started,
         "finished_at": _now(),
@@ -147,26 +146,56 @@ def run_campaign(
         "env_steps_this_run": steps,
         "signatures": signatures,
     }
-    summary = summarize(rows, cfg, checks, meta)
+    summary, comparison = _report(request, store, other_store, other_files, meta)
+    verdict = _promote(request, summary) if request.promote_verdict else None
+    return CampaignOutcome(summary, out_dir, verdict, comparison, steps, seconds)
+
+
+def _verify(request: CampaignRequest) -> dict[str, str]:
+    """Each artifact's signature check in words; a refusal raises before anything runs, a waived one warns."""
+    trust = request.trust.or_signer(request.signing_key)
+    signatures = {}
+    for directory in (Path(request.artifact), *([] if request.compare_to is None else [Path(request.compare_to)])):
+        check = trust.check_if_promoted(directory)
+        if check and not check.passed:
+            warnings.warn(check.message, stacklevel=3)
+        signatures[str(directory)] = check.message if check else "unsigned (not promoted)"
+    return signatures
+
+
+def _report(
+    request: CampaignRequest,
+    store: ResultStore,
+    other_store: ResultStore | None,
+    other_files: ArtifactFiles | None,
+    meta: dict,
+) -> tuple[dict, dict | None]:
+    """Gate the results, write the summary, the comparison and the HTML report; returns (summary, comparison)."""
+    cfg, out_dir = request.campaign, Path(request.out)
+    rows = store.rows()
+    summary = summarize(rows, cfg, evaluate(rows, cfg), meta)
     comparison = None
     if other_store is not None:
-        other_meta = {"artifact": str(compare_to), "policy_sha256": other_files.sha256}
+        other_meta = {"artifact": str(request.compare_to), "policy_sha256": other_files.sha256}
         comparison = compare(rows, other_store.rows(), cfg, other_meta)
         atomic_write_bytes(out_dir / COMPARE_FILE, json.dumps(comparison, indent=1).encode())
         summary["comparison"] = {k: v for k, v in comparison.items() if k != "per_scenario"}
     traces = {w["id"]: store.trace(next(r for r in rows if r["id"] == w["id"])) for w in summary["worst_cases"]}
-    report = render(summary, rows, cfg, traces, comparison)
-    summary_bytes = json.dumps(summary, indent=1).encode()
-    atomic_write_bytes(out_dir / REPORT_FILE, report)
-    atomic_write_bytes(out_dir / SUMMARY_FILE, summary_bytes)
-    verdict = None
-    if promote_verdict:
-        verdict = make_verdict(summary, cfg.sim_sha256(), sha256_bytes(report), sha256_bytes(summary_bytes))
-        # a failing verdict replaces a passing one too: the artifact is not promoted until it passes again
-        record_verdict(artifact_dir, verdict)
-        if verdict["passed"] and signing_key is not None:
-            verdict = {**verdict, "signed_by": sign_artifact(artifact_dir, signing_key)}
-    return CampaignOutcome(summary, out_dir, verdict, comparison, steps, seconds)
+    atomic_write_bytes(out_dir / REPORT_FILE, render(summary, rows, cfg, traces, comparison))
+    atomic_write_bytes(out_dir / SUMMARY_FILE, json.dumps(summary, indent=1).encode())
+    return summary, comparison
+
+
+def _promote(request: CampaignRequest, summary: dict) -> dict:
+    """The verdict written into the artifact's manifest, signed when it passed and a signing key is given."""
+    out_dir = Path(request.out)
+    report, summary_bytes = (out_dir / REPORT_FILE).read_bytes(), (out_dir / SUMMARY_FILE).read_bytes()
+    verdict = make_verdict(summary, request.campaign.sim_sha256(), sha256_bytes(report), sha256_bytes(summary_bytes))
+    # a failing verdict replaces a passing one too: the artifact is not promoted until it passes again
+    record_verdict(request.artifact, verdict)
+    if verdict["passed"] and request.signing_key is not None:
+        verdict = {**verdict, "signed_by": sign_artifact(request.artifact, request.signing_key)}
+    return verdict
 
 
 def with_backend(cfg: CampaignConfig, backend: str | None) -> CampaignConfig:

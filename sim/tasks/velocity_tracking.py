@@ -10,7 +10,7 @@ from edge.observation import ObservationLayout
 from sim.robot import RobotSpec
 from sim.tasks.config import VelocityTaskConfig, check_task
 from sim.tasks.loader import load_task
-from sim.tasks.terms import FootTracker, TermContext, UniformVelocityCommand, base_velocities
+from sim.tasks.terms import TermContext, UniformVelocityCommand, base_velocities
 
 
 class VelocityTrackingTask:
@@ -44,33 +44,9 @@ class VelocityTrackingTask:
         noise = rng.uniform(-noise_level, noise_level, (len(commands), self.obs_dim)) if noise_level > 0 else None
         return self.layout.assemble(values, noise)
 
-    def reward_terms(
-        self,
-        state: dict[str, np.ndarray],
-        commands: np.ndarray,
-        actions: np.ndarray,
-        last_actions: np.ndarray,
-        torques: np.ndarray,
-        joint_vel_before: np.ndarray,
-        terminated: np.ndarray,
-        feet: FootTracker | None = None,
-        terrain_height: np.ndarray | None = None,
-    ) -> dict[str, np.ndarray]:
-        """Each term with a non-zero weight: func(ctx, **params) * weight * control_dt. feet: the foot state the
-        foot terms read (sim.tasks.terms.feet), updated for this step; terrain_height: [N] the ground under each
-        base (None: the flat floor)."""
-        ctx = TermContext(
-            self.spec,
-            state,
-            commands=commands,
-            actions=actions,
-            last_actions=last_actions,
-            torques=torques,
-            joint_vel_before=joint_vel_before,
-            terminated=terminated,
-            feet=feet,
-            terrain_height=terrain_height,
-        )
+    def reward_terms(self, ctx: TermContext) -> dict[str, np.ndarray]:
+        """Each term with a non-zero weight: func(ctx, **params) * weight * control_dt. `ctx`: the step, every
+        field given; its feet (robots with feet) updated for this step."""
         dt = self.spec.control_dt
         return {
             name: term.func(ctx, **term.params) * (term.weight * dt)

@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from edge.signing import TrustPolicy
+    from sim2real.retrain_pipeline import RetrainRequest, retrain
     from sim2real.retrain_watch import WatchConfig, watch
     from training.retrain.config import DEFAULT_CONFIG
     from training.retrain.ingest import topic_mapping
@@ -92,16 +94,23 @@ def run(args: argparse.Namespace) -> int:
             raise UserError("--dry-run reads --logs once; it does not watch")
         return _dry_run(args, console)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    kwargs = {
-        "budget": args.budget,
-        "force": args.force,
-        "config": Path(args.config or DEFAULT_CONFIG),
-        "trigger": Path(args.trigger) if args.trigger else None,
-        "signing_key": Path(args.sign_key) if args.sign_key else None,
-        "trusted_keys": [Path(k) for k in args.trusted_keys],
-        "topics": topic_mapping(args.topic),
-        "log": lambda line: console.print(f"[bold]retrain[/]: {line}", highlight=False),
-    }
+    request = RetrainRequest(
+        Path(args.logs or args.watch),
+        Path(args.artifact),
+        Path(args.out or ("runs/retrain/watch" if args.watch else f"runs/retrain/{stamp}")),
+        budget=args.budget,
+        registry=Path(args.registry),
+        force=args.force,
+        config=Path(args.config or DEFAULT_CONFIG),
+        trigger=Path(args.trigger) if args.trigger else None,
+        signing_key=Path(args.sign_key) if args.sign_key else None,
+        trust=TrustPolicy(args.trusted_keys),
+        topics=topic_mapping(args.topic),
+    )
+
+    def say(line: str) -> None:
+        console.print(f"[bold]retrain[/]: {line}", highlight=False)
+
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -115,29 +124,11 @@ def run(args: argparse.Namespace) -> int:
         def progress(fraction: float, note: str) -> None:  # the retraining's fraction; the note names the stage
             bar.update(task, completed=fraction, description=note)
 
-        kwargs["progress"] = progress
         if args.watch:
-            results = watch(
-                Path(args.watch),
-                Path(args.artifact),
-                Path(args.out or "runs/retrain/watch"),
-                Path(args.registry),
-                WatchConfig(debounce_s=args.debounce, idle_exit_s=args.exit_when_idle),
-                say=kwargs["log"],
-                **kwargs,
-            )
+            config = WatchConfig(debounce_s=args.debounce, idle_exit_s=args.exit_when_idle)
+            results = watch(Path(args.watch), request, config, say=say, progress=progress)
         else:
-            from sim2real.retrain_pipeline import retrain
-
-            results = [
-                retrain(
-                    Path(args.logs),
-                    Path(args.artifact),
-                    Path(args.out or f"runs/retrain/{stamp}"),
-                    registry=Path(args.registry),
-                    **kwargs,
-                )
-            ]
+            results = [retrain(request, progress, log=say)]
     for r in results:
         _print(console, r)
     if args.json:

@@ -209,16 +209,12 @@ def _prefs(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from training.rlhf.pref_page import serve
 
-    serve(
-        args.db,
-        host=args.host,
-        port=args.port,
-        token=args.token,
-        rater=args.rater,
-        model=args.model,
-        robot=args.robot,
-        policy=args.policy,
-    )
+    sampler = None
+    if args.model:  # typed instructions: their plans run in the robot's twin through the policy (or wheel controller)
+        from training.rlhf.prefs import PairSampler
+
+        sampler = PairSampler(args.model, args.robot, policy=args.policy)
+    serve(args.db, host=args.host, port=args.port, token=args.token, rater=args.rater, sampler=sampler)
     return 0
 
 

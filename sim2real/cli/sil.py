@@ -64,27 +64,26 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
     from rich.table import Table
 
-    from sim2real.sil import run_sil
+    from edge.signing import TrustPolicy
+    from sim2real.sil import SilRequest, run_sil
 
     with Progress(console=Console(stderr=True)) as bar:
         task = bar.add_task("software in the loop (simulated s)", total=args.duration)
-        summary = run_sil(
+        request = SilRequest(
             args.artifact,
             args.duration,
-            args.field_twin,
-            args.commands,
-            args.record,
-            args.backend,
-            args.real_time,
-            args.allow_unvalidated,
-            args.instructions or None,
-            args.instruction_model or None,
-            args.instruction_backend,
-            progress=lambda t: bar.update(task, completed=t),
+            field_twin=args.field_twin,
+            commands=args.commands,
+            record=args.record,
+            backend=args.backend,
+            real_time=args.real_time,
+            instructions=args.instructions or None,
+            instruction_model=args.instruction_model or None,
+            instruction_backend=args.instruction_backend,
             robot_python=args.robot_python or None,
-            trusted_keys=args.trusted_keys,
-            allow_unsigned=args.allow_unsigned,
+            trust=TrustPolicy(args.trusted_keys, args.allow_unsigned, args.allow_unvalidated),
         )
+        summary = run_sil(request, progress=lambda t: bar.update(task, completed=t))
     table = Table(
         title=f"{summary['robot']}, {args.duration:g} s simulated",
         caption=f"means after {SETTLE_S:g} s settling per command",

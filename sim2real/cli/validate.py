@@ -54,8 +54,9 @@ def run(args: argparse.Namespace) -> int:
 
     from edge.errors import ArtifactError
     from edge.manifest import load_manifest
+    from edge.signing import TrustPolicy
     from sim.campaign.config import load_campaign
-    from sim.campaign.runner import REPORT_FILE, run_campaign, with_backend
+    from sim.campaign.runner import REPORT_FILE, CampaignRequest, run_campaign, with_backend
 
     cfg = with_backend(load_campaign(args.campaign), args.backend)
     try:
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     ) as bar:
         task = bar.add_task(f"campaign {cfg.name} ({cfg.backend})", total=None)
         try:
-            outcome = run_campaign(
+            request = CampaignRequest(
                 args.policy,
                 cfg,
                 out,
@@ -79,10 +80,9 @@ def run(args: argparse.Namespace) -> int:
                 compare_to=args.compare,
                 promote_verdict=not args.no_promote,
                 signing_key=args.sign_key or None,
-                trusted_keys=args.trusted_keys,
-                allow_unsigned=args.allow_unsigned,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                trust=TrustPolicy(args.trusted_keys, allow_unsigned=args.allow_unsigned),
             )
+            outcome = run_campaign(request, progress=lambda done, total: bar.update(task, completed=done, total=total))
         except (ArtifactError, ImportError) as e:  # a refused artifact; a backend or Ray that is not installed
             raise UserError(str(e)) from None
     s = outcome.summary

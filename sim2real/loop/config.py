@@ -22,43 +22,47 @@ from training.rlhf.config import ENGINES
 CONFIG_DIR = config_path()
 
 
-def _budget(
-    name: str,
-    ppo: dict,
-    legged: dict,
-    campaign: str,
-    rlhf: str,
-    accuracy_floor: float,
-    duty_s: float,
-    instruction_s: float,
-    retrain: str,
-    expected_s: dict[str, float],
-) -> Budget:
-    """A loop budget from its knobs: `ppo` PPOConfig overrides ({}: the robot's config/ppo values; max_seconds caps
-    training, the threshold usually stops it first), with `legged` the overrides for a robot with feet (a gait
-    takes longer to learn than wheels; the train stage picks by the robot), the campaign
-    (config/campaigns/<name>.yaml), the RLHF and retraining pipelines' budgets, the held-out intent accuracy the
-    deployed instruction model must reach for the instruction stage to pass, the simulated seconds of the
-    operator's driving script per deployment (the drift evidence) and of the instruction session in the first
-    deployment. `expected_s`: seconds each stage takes on 2 cores, for the ETA shown before a stage starts."""
-    return Budget(
-        name,
-        {
-            "train": {"wheeled": ppo, "legged": legged},
-            # robots with feet are also run on the terrain campaign: reported with its own verdict, not a gate of
-            # promotion (the quick budget trains on flat ground)
-            "validate": {"campaign": campaign, "terrain_campaign": "terrain"},
-            "instruction": {"budget": rlhf, "accuracy_floor": accuracy_floor},
-            "deploy": {"duty_seconds": duty_s, "instruction_seconds": instruction_s},
-            "retrain": {"budget": retrain},
-            "final": {"duty_seconds": duty_s},
-        },
-        expected_s,
+@dataclass(frozen=True)
+class LoopBudget:
+    """A loop budget's knobs; `budget()` gives the pipeline's Budget (each stage's settings and expected seconds)."""
+
+    name: str = setting(help="what --budget names it")
+    ppo: dict = setting(
+        help="PPOConfig overrides ({}: the robot's config/ppo values); max_seconds caps training, the threshold "
+        "usually stops it first"
     )
+    legged: dict = setting(help="the overrides for a robot with feet: a gait takes longer to learn than wheels")
+    campaign: str = setting(help="the validation campaign (config/campaigns/<name>.yaml)")
+    rlhf: str = setting(help="the RLHF pipeline's budget")
+    accuracy_floor: float = setting(
+        help="the held-out intent accuracy the deployed instruction model must reach for its stage to pass"
+    )
+    duty_s: float = setting(
+        help="simulated seconds of the operator's driving script per deployment (the drift evidence)"
+    )
+    instruction_s: float = setting(help="simulated seconds of the instruction session in the first deployment")
+    retrain: str = setting(help="the retraining pipeline's budget")
+    expected_s: dict[str, float] = setting(help="seconds each stage takes on 2 cores, for the ETA shown before it")
+
+    def budget(self) -> Budget:
+        return Budget(
+            self.name,
+            {
+                "train": {"wheeled": self.ppo, "legged": self.legged},  # the train stage picks by the robot
+                # robots with feet are also run on the terrain campaign: reported with its own verdict, not a gate
+                # of promotion (the quick budget trains on flat ground)
+                "validate": {"campaign": self.campaign, "terrain_campaign": "terrain"},
+                "instruction": {"budget": self.rlhf, "accuracy_floor": self.accuracy_floor},
+                "deploy": {"duty_seconds": self.duty_s, "instruction_seconds": self.instruction_s},
+                "retrain": {"budget": self.retrain},
+                "final": {"duty_seconds": self.duty_s},
+            },
+            self.expected_s,
+        )
 
 
 BUDGETS = {
-    "minimal": _budget(
+    "minimal": LoopBudget(
         "minimal",
         {"iterations": 60, "max_seconds": 150.0},
         legged={"iterations": 60, "max_seconds": 150.0},
@@ -78,8 +82,8 @@ BUDGETS = {
             "retrain": 90,
             "final": 60,
         },
-    ),
-    "quick": _budget(
+    ).budget(),
+    "quick": LoopBudget(
         "quick",
         {"iterations": 150, "max_seconds": 300.0},
         legged={"iterations": 400, "max_seconds": 480.0},
@@ -99,8 +103,8 @@ BUDGETS = {
             "retrain": 240,
             "final": 80,
         },
-    ),
-    "full": _budget(
+    ).budget(),
+    "full": LoopBudget(
         "full",
         {},
         legged={},
@@ -120,7 +124,7 @@ BUDGETS = {
             "retrain": 1800,
             "final": 150,
         },
-    ),
+    ).budget(),
 }
 
 

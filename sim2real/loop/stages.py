@@ -1,40 +1,40 @@
 """The eight stages of `sim2real loop`, one function each, in the order they run.
 
-A stage (a sim2real.pipeline Stage) reads what earlier stages produced (ctx.results: each a StageResult as a dict,
-as it reads back from loop.json) and its budget's settings (ctx.settings), does its work under ctx.out, and
-returns a StageResult: a verdict, one key figure for the summary table, and JSON-able data for the report and for
-later stages. A FAIL verdict ends the loop. Each stage is safe to re-run after an interruption: it resumes its own
-work where the tool it calls can (PPO from its last checkpoint, the campaign from its results file, RLHF and
+A stage (a sim2real.pipeline Stage) reads what earlier stages handed on (their outputs, sim2real.loop.outputs, as
+they read back from loop.json: `Exported.of(ctx)`) and its budget's settings (ctx.settings), does its work under
+ctx.out, and returns a StageResult: a verdict, one key figure for the summary table, and its output for the report
+and for later stages. A FAIL verdict ends the loop. Each stage is safe to re-run after an interruption: it resumes
+its own work where the tool it calls can (PPO from its last checkpoint, the campaign from its results file, RLHF and
 retraining per sub-stage) and otherwise starts that stage over.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edge.signing import TrustPolicy, public_path
 from sim2real.errors import UserError
+from sim2real.loop.outputs import (
+    Analysed,
+    Checked,
+    Deployed,
+    Exported,
+    Instructed,
+    Retrained,
+    StageResult,
+    Trained,
+    Validated,
+)
 from sim2real.pipeline import Progress, Stage, StageContext
 
 if TYPE_CHECKING:
     from training.retrain.drift import FieldKpis
 
 PASS, WARN, FAIL, SKIPPED = "pass", "warn", "fail", "skipped"
-
-
-@dataclass
-class StageResult:
-    verdict: str  # pass | warn (ran, below target) | fail (the loop stops) | skipped
-    figure: str  # the key figure, one short line
-    data: dict = field(default_factory=dict)
-
-
-def data(ctx: StageContext, stage: str) -> dict:
-    """What an earlier stage handed on (its StageResult's data)."""
-    return ctx.results[stage]["data"]
 
 
 # ---------------------------------------------------------------------------------------------------- 1 train
@@ -72,15 +72,15 @@ def train(ctx: StageContext) -> StageResult:
     return StageResult(
         PASS if reached else WARN,
         figure,
-        {
-            "run_dir": str(run_dir),
-            "iterations": summary["iteration"],
-            "env_steps": summary["env_steps"],
-            "env_steps_per_s": summary["env_steps_per_s"],
-            "threshold": reached,
-            "final_eval": final,
-            "progress_file": str(run_dir / "progress.jsonl"),
-        },
+        Trained(
+            run_dir=str(run_dir),
+            iterations=summary["iteration"],
+            env_steps=summary["env_steps"],
+            env_steps_per_s=summary["env_steps_per_s"],
+            threshold=reached,
+            final_eval=final,
+            progress_file=str(run_dir / "progress.jsonl"),
+        ),
     )
 
 
@@ -112,7 +112,7 @@ def export(ctx: StageContext) -> StageResult:
     from training.ppo.export_hook import export_run
     from training.retrain.registry import Registry
 
-    run_dir = Path(data(ctx, "train")["run_dir"])
+    run_dir = Path(Trained.of(ctx).run_dir)
     artifact = export_run(run_dir, ctx.out / "policy")
     manifest = load_manifest(artifact)
     sha = manifest.policy["sha256"]
@@ -121,7 +121,7 @@ def export(ctx: StageContext) -> StageResult:
     return StageResult(
         PASS,
         f"policy.onnx {sha[:12]}, {manifest.control_period * 1e3:g} ms period",
-        {"artifact": str(artifact), "sha256": sha},
+        Exported(artifact=str(artifact), sha256=sha),
     )
 
 
@@ -130,7 +130,7 @@ def validate(ctx: StageContext) -> StageResult:
     from edge.manifest import load_manifest
     from sim.robot import load_robot
 
-    artifact = data(ctx, "export")["artifact"]
+    artifact = Exported.of(ctx).artifact
     legged = bool(load_robot(load_manifest(artifact).robot["name"]).feet)
     campaign_share = 0.8 if legged else 1.0
     outcome = run_gate(
@@ -153,10 +153,11 @@ def validate(ctx: StageContext) -> StageResult:
     s = terrain.summary
     per_terrain = {a["value"]: 1 - a["failure_rate"] for a in s["axes"].get("terrain", [])}
     shares = ", ".join(f"{name} {100 * share:.0f}%" for name, share in per_terrain.items())
+    on_terrain = _campaign_result(terrain).output.to_json() | {"pass_share_per_terrain": per_terrain}
     return StageResult(
         result.verdict if terrain.passed else WARN,
         f"{result.figure}; terrain {'PASS' if terrain.passed else 'FAIL'} ({shares} of episodes pass)",
-        {**result.data, "terrain": _campaign_result(terrain).data | {"pass_share_per_terrain": per_terrain}},
+        dataclasses.replace(result.output, details={"terrain": on_terrain}),
     )
 
 
@@ -165,19 +166,18 @@ def run_gate(
 ):
     """The campaign on the artifact: promoted and signed with `key` when it passes; with `trusted` (a private key
     whose public half verifies the artifact) a re-validation that records no verdict."""
-    from edge.signing import public_path
     from sim.campaign.config import load_campaign
-    from sim.campaign.runner import run_campaign
+    from sim.campaign.runner import CampaignRequest, run_campaign
 
-    return run_campaign(
+    request = CampaignRequest(
         artifact,
         load_campaign(campaign),
         out,
-        signing_key=key,
-        trusted_keys=[public_path(trusted)] if trusted else (),
         promote_verdict=trusted is None,
-        progress=lambda done, total: progress(done / max(total, 1), f"{done}/{total} episodes"),
+        signing_key=key,
+        trust=TrustPolicy([public_path(trusted)] if trusted else ()),
     )
+    return run_campaign(request, lambda done, total: progress(done / max(total, 1), f"{done}/{total} episodes"))
 
 
 def _campaign_result(outcome) -> StageResult:
@@ -193,14 +193,14 @@ def _campaign_result(outcome) -> StageResult:
     return StageResult(
         PASS if outcome.passed else FAIL,
         figure,
-        {
-            "passed": outcome.passed,
-            "summary_file": str(outcome.out_dir / "summary.json"),
-            "report": str(outcome.out_dir / REPORT_FILE),
-            "kpi_means": means,
-            "episodes": s["episodes"],
-            "failing_episodes": s["failing_episodes"],
-        },
+        Validated(
+            passed=outcome.passed,
+            summary_file=str(outcome.out_dir / "summary.json"),
+            report=str(outcome.out_dir / REPORT_FILE),
+            kpi_means=means,
+            episodes=s["episodes"],
+            failing_episodes=s["failing_episodes"],
+        ),
     )
 
 
@@ -212,7 +212,7 @@ def instruction(ctx: StageContext) -> StageResult:
 
     # the simulated operator judges plans by what the robot does with them: a robot without the hand-written
     # wheel controller executes them through the policy this loop exported
-    policy = None if wheel_controlled(load_robot(ctx.config.robot)) else data(ctx, "export")["artifact"]
+    policy = None if wheel_controlled(load_robot(ctx.config.robot)) else Exported.of(ctx).artifact
     r = run_pipeline(
         ctx.out / "instruction",
         robot=ctx.config.robot,
@@ -224,7 +224,7 @@ def instruction(ctx: StageContext) -> StageResult:
     from edge.signing import sign_artifact
 
     # the exported model is what instruction_node runs on the robot: it verifies this signature before loading
-    r = {**r, "signed_by": sign_artifact(r["onnx_dir"], signing_key(ctx))}
+    signed_by = sign_artifact(r["onnx_dir"], signing_key(ctx))
     # the gate (rlhf_pipeline) chose the deployed model on the validation split; the stage passes when that model
     # meets the budget's floor on held-out
     floor, v = ctx.settings["accuracy_floor"], r["validation"]
@@ -241,23 +241,24 @@ def instruction(ctx: StageContext) -> StageResult:
         f"{100 * r['intent_accuracy']:.0f}%, SFT {100 * r['intent_accuracy_sft']:.0f}%), phrasing set "
         f"{100 * r['phrasings_accuracy_deployed']:.0f}%; {gate}"
     )
-    return StageResult(PASS if on_target else WARN, figure, r)
+    return StageResult(PASS if on_target else WARN, figure, Instructed.from_json({**r, "signed_by": signed_by}))
 
 
 # --------------------------------------------------------------------------------------------------- 5 deploy
 def deploy(ctx: StageContext) -> StageResult:
     """Two recorded sessions on the field twin: the operator's driving script (/cmd_vel), the evidence drift is
     judged on, then instruction_node executing the instruction script."""
-    artifact, logs = data(ctx, "export")["artifact"], ctx.out / "field_logs"
+    artifact, logs = Exported.of(ctx).artifact, ctx.out / "field_logs"
     shutil.rmtree(logs, ignore_errors=True)  # a re-run records afresh: an interrupted run's logs are partial
     duty = _field_run(ctx, artifact, logs / "duty", ctx.settings["duty_seconds"], "operator script")
-    model = data(ctx, "instruction")["onnx_dir"]  # the exported model: what instruction_node runs on the robot
+    model = Instructed.of(ctx).onnx_dir  # the exported model: what instruction_node runs on the robot
     seconds = ctx.settings["instruction_seconds"]
     session = _field_run(ctx, artifact, logs / "instructions", seconds, "instruction session", instructions=model)
     executed = session.get("instructions", [])
     figure = f"operator script: {_tracking(duty)}; instructions: {len(executed)} executed, {_tracking(session)}"
     falls = duty["falls"] + session["falls"]
-    return StageResult(PASS if not falls else WARN, figure, {**duty, "logs": str(logs), "instruction_session": session})
+    output = Deployed.from_json({**duty, "logs": str(logs), "instruction_session": session})
+    return StageResult(PASS if not falls else WARN, figure, output)
 
 
 def _field_run(
@@ -266,11 +267,10 @@ def _field_run(
     """`seconds` of the artifact on the hidden-parameter field twin over real ROS 2, recorded to MCAP: the
     operator's driving script, or with `instructions` (a model directory) instruction_node running the instruction
     script."""
-    from edge.signing import public_path
-    from sim2real.sil import run_sil
+    from sim2real.sil import SilRequest, run_sil
 
     cfg = ctx.config
-    return run_sil(
+    request = SilRequest(
         artifact,
         seconds,
         field_twin=cfg.field_twin,
@@ -279,9 +279,9 @@ def _field_run(
         instructions=cfg.instructions if instructions else None,
         instruction_model=instructions,
         instruction_backend=cfg.instruction_backend,
-        progress=lambda t: ctx.progress(t / seconds, f"{what}: {t:.1f}/{seconds:g} s simulated"),
-        trusted_keys=[public_path(signing_key(ctx))],  # the robot runs only what the loop's promotion signed
+        trust=TrustPolicy([public_path(signing_key(ctx))]),  # the robot runs only what the loop's promotion signed
     )
+    return run_sil(request, lambda t: ctx.progress(t / seconds, f"{what}: {t:.1f}/{seconds:g} s simulated"))
 
 
 def _tracking(summary: dict) -> str:
@@ -293,8 +293,8 @@ def analyse(ctx: StageContext) -> StageResult:
     from edge.manifest import load_manifest
     from training.retrain.drift import TriggerPolicy, decide
 
-    manifest = load_manifest(data(ctx, "export")["artifact"])
-    logs = Path(data(ctx, "deploy")["logs"])
+    manifest = load_manifest(Exported.of(ctx).artifact)
+    logs = Path(Deployed.of(ctx).logs)
     # the decision rests on the operator's driving: the instruction session is short plans and standing still,
     # which would dilute the means; its KPIs are reported beside
     duty, damage, files = log_kpis(logs / "duty", manifest)
@@ -310,17 +310,17 @@ def analyse(ctx: StageContext) -> StageResult:
     return StageResult(
         WARN if decision.retrain else PASS,
         figure,
-        {
-            "retrain": decision.retrain,
-            "reasons": decision.reasons,
-            "drifted": decision.drifted,
-            "duty_kpis": duty_kpis,
-            "instruction_session_kpis": session_kpis,
-            "baseline_kpis": baseline,
-            "episodes": episodes,
-            "files": files + session_files,
-            "damage": damage + session_damage,
-        },
+        Analysed(
+            retrain=decision.retrain,
+            reasons=decision.reasons,
+            drifted=decision.drifted,
+            duty_kpis=duty_kpis,
+            instruction_session_kpis=session_kpis,
+            baseline_kpis=baseline,
+            episodes=episodes,
+            files=files + session_files,
+            damage=damage + session_damage,
+        ),
     )
 
 
@@ -344,27 +344,27 @@ def log_kpis(path: Path, manifest) -> tuple[FieldKpis, list[str], list[str]]:
 
 # -------------------------------------------------------------------------------------------------- 7 retrain
 def retrain(ctx: StageContext) -> StageResult:
-    if not data(ctx, "analyse")["retrain"]:
-        return StageResult(SKIPPED, "no drift detected: the deployed artifact stays", {"promoted": False})
+    if not Analysed.of(ctx).retrain:
+        return StageResult(SKIPPED, "no drift detected: the deployed artifact stays", Retrained(promoted=False))
+    from sim2real.retrain_pipeline import RetrainRequest
     from sim2real.retrain_pipeline import retrain as run_retrain
 
-    logs = Path(data(ctx, "deploy")["logs"]) / "duty"  # the evidence the trigger fired on
-    r = run_retrain(
-        logs,
-        Path(data(ctx, "export")["artifact"]),
+    request = RetrainRequest(
+        Path(Deployed.of(ctx).logs) / "duty",  # the evidence the trigger fired on
+        Path(Exported.of(ctx).artifact),
         ctx.out / "retrain",
         budget=ctx.settings["budget"],
         registry=registry_path(ctx),
-        progress=ctx.progress,
         signing_key=signing_key(ctx),
-    ).to_dict()
-    loose = {k for k, e in r["estimates"].items() if not e["determined"]}
-    identified = ", ".join(
-        f"{k} {v:.3g}" + (" (not determined)" if k in loose else "") for k, v in r["identified"].items()
     )
-    verdict = "promoted" if r["promoted"] else f"not promoted ({r['promotion_reason']})"
-    figure = f"identified {identified}; {verdict}"
-    return StageResult(PASS if r["promoted"] else WARN, figure, r)
+    result = run_retrain(request, ctx.progress)
+    loose = {k for k, e in result.estimates.items() if not e["determined"]}
+    identified = ", ".join(
+        f"{k} {v:.3g}" + (" (not determined)" if k in loose else "") for k, v in result.identified.items()
+    )
+    verdict = "promoted" if result.promoted else f"not promoted ({result.promotion_reason})"
+    output = Retrained.from_json(result.to_dict())
+    return StageResult(PASS if result.promoted else WARN, f"identified {identified}; {verdict}", output)
 
 
 # ---------------------------------------------------------------------------------------------------- 8 final
@@ -374,16 +374,17 @@ def final(ctx: StageContext) -> StageResult:
     from edge.manifest import load_manifest
     from edge.validation import require_validated
 
-    promoted = data(ctx, "retrain").get("promoted")
-    artifact = str(data(ctx, "retrain")["new_artifact"] if promoted else data(ctx, "export")["artifact"])
+    retrained, analysed = Retrained.of(ctx), Analysed.of(ctx)
+    promoted = retrained.promoted
+    artifact = str(retrained.new_artifact if promoted else Exported.of(ctx).artifact)
     require_validated(load_manifest(artifact), artifact_dir=artifact)
     logs = ctx.out / "field_logs_final"
     shutil.rmtree(logs, ignore_errors=True)
     run = _field_run(ctx, artifact, logs, ctx.settings["duty_seconds"], "operator script")
     after = log_kpis(logs, load_manifest(artifact))[0].means
-    before, baseline = data(ctx, "analyse")["duty_kpis"], data(ctx, "analyse")["baseline_kpis"]
+    before, baseline = analysed.duty_kpis, analysed.baseline_kpis
     closed = {}
-    for kpi in data(ctx, "analyse")["drifted"]:
+    for kpi in analysed.drifted:
         gap = before[kpi] - baseline[kpi]
         closed[kpi] = (before[kpi] - after[kpi]) / gap if gap > 1e-9 else None
     figure = f"{'retrained' if promoted else 'original'} artifact: {_tracking(run)}"
@@ -397,14 +398,16 @@ def final(ctx: StageContext) -> StageResult:
     return StageResult(
         verdict,
         figure,
-        {
-            **run,
-            "artifact": artifact,
-            "promoted": bool(promoted),
-            "logs": str(logs),
-            "field_kpis": after,
-            "gap_closed": closed,
-        },
+        Checked.from_json(
+            {
+                **run,
+                "artifact": artifact,
+                "promoted": bool(promoted),
+                "logs": str(logs),
+                "field_kpis": after,
+                "gap_closed": closed,
+            }
+        ),
     )
 
 

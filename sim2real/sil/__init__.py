@@ -3,7 +3,7 @@ process and scored as campaigns are. One module per job: `scripts` (what the ope
 displacement), `processes` (the node processes), `operator` (the operator node), `run` (`run_sil`, the
 orchestration). The command line is `sim2real.cli.sil`. rclpy is imported only once `run_sil` runs."""
 
-from sim2real.sil.run import run_sil
+from sim2real.sil.run import SilRequest, run_sil
 from sim2real.sil.scoring import SETTLE_S, displacement, tracking_kpis
 from sim2real.sil.scripts import (
     DEFAULT_COMMANDS,
@@ -23,6 +23,7 @@ __all__ = [
     "displacement",
     "load_commands",
     "load_instructions",
+    "SilRequest",
     "run_sil",
     "tracking_kpis",
 ]

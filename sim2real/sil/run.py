@@ -8,17 +8,27 @@ commands the policy was given.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from edge.config import setting
+from edge.signing import TrustPolicy
 from sim2real.errors import UserError
 from sim2real.sil.processes import ROBOT_NODES, NodeProcesses
 from sim2real.sil.scoring import displacement, tracking_kpis
 from sim2real.sil.scripts import DEFAULT_COMMANDS, load_commands, load_instructions
+
+if TYPE_CHECKING:  # rclpy only once a run starts, so that `sim2real --help` and the scoring import without ROS
+    from edge.manifest import Manifest
+    from sim.robot import RobotSpec
+    from sim2real.sil.operator import Operator
 
 MODEL_LOAD_S = 300.0  # wall-clock wait for instruction_node to load its model
 RESEND_S = 0.25  # a lockstep bridge sends an unanswered state again after this wall time
@@ -26,175 +36,238 @@ CONNECT_S = 60.0  # wall-clock wait for a node to come up or connect
 SENSOR_TOPICS = ("/joint_states", "/imu/data", "/odom")  # what sim_bridge_node publishes for every robot
 
 
-def run_sil(
-    artifact: str,
-    duration: float,
-    field_twin: str = "",
-    commands: str | Path = DEFAULT_COMMANDS,
-    record: str = "",
-    backend: str = "auto",
-    real_time: bool = False,
-    allow_unvalidated: bool = False,
-    instructions: str | Path | None = None,
-    instruction_model: str | Path | None = None,
-    instruction_backend: str = "auto",
-    progress: Callable[[float], None] | None = None,
-    robot_python: str | None = None,
-    trusted_keys: Sequence[str | Path] = (),
-    allow_unsigned: bool = False,
-) -> dict:
-    """Run the node set for `duration` simulated seconds; return the KPI summary. With `instructions` (a script
-    of {t_s, text}) instruction_node runs `instruction_model` and its /cmd_vel is both the policy's command and
-    the reference the KPIs score against; without, the /cmd_vel script `commands` is. `robot_python` runs the
-    robot's nodes on the robot's own install (sim2real.sil.processes). The artifact (and the instruction model) must
-    be signed by one of `trusted_keys` (public key files or directories) unless `allow_unsigned` (development only,
-    with a WARN)."""
-    # rclpy only here, so that `sim2real --help` and the scripts and scoring import without ROS
-    import rclpy
-    from lifecycle_msgs.msg import Transition
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.parameter import Parameter
+@dataclass(frozen=True)
+class SilRequest:
+    """One software-in-the-loop run: what the nodes run, on which twin, driven by which script."""
 
-    from edge.manifest import load_manifest
-    from edge.signing import require_signed
-    from edge.validation import require_validated
-    from ros_nodes.lifecycle_client import LifecycleClient
-    from sim.robot import load_robot
-    from sim.tasks import load_task
-    from sim2real.sil.operator import Operator
+    artifact: str = setting(help="the policy artifact directory policy_node runs")
+    duration: float = setting(help="simulated seconds to run")
+    field_twin: str = setting("", "a field twin YAML (hidden parameter offsets) for sim_bridge_node; '' the nominal")
+    commands: str | Path = setting(DEFAULT_COMMANDS, "the operator's /cmd_vel script (without `instructions`)")
+    record: str = setting("", "field_recorder's MCAP directory; '' records nothing")
+    backend: str = setting("auto", "policy_node's ONNX Runtime providers")
+    real_time: bool = setting(False, "run on the wall clock instead of lockstep on /clock")
+    instructions: str | Path | None = setting(
+        None, "an instruction script ({t_s, text}): instruction_node's /cmd_vel drives and is scored"
+    )
+    instruction_model: str | Path | None = setting(None, "the exported model instruction_node runs")
+    instruction_backend: str = setting("auto", "instruction_node's ONNX Runtime providers")
+    robot_python: str | None = setting(None, "run the robot's nodes on this interpreter (the robot's own install)")
+    trust: TrustPolicy = setting(TrustPolicy(), "what the artifact (and the instruction model) must pass to run")
 
-    # the nodes start in their log directory: every path they get is absolute
-    artifact, record = str(Path(artifact).resolve()), str(Path(record).resolve()) if record else ""
-    field_twin = str(Path(field_twin).resolve()) if field_twin else ""
-    instruction_model = str(Path(instruction_model).resolve()) if instruction_model else instruction_model
-    trusted = [str(Path(k).resolve()) for k in trusted_keys]
-    for directory in (artifact, *([instruction_model] if instructions and instruction_model else [])):
-        signature = require_signed(directory, trusted, allow_unsigned)  # fails early, with the reason
-        if not signature.passed:
-            warnings.warn(signature.message, stacklevel=2)
-    manifest = load_manifest(artifact)
-    require_validated(manifest, allow_unvalidated, artifact)
-    robot = load_robot(manifest.robot["name"])
-    if instructions:
-        if not instruction_model:
-            raise UserError("an instruction script needs an instruction model (--instruction-model)")
-        script, segments = load_instructions(instructions), None
-    else:
-        script, segments = None, load_commands(commands)
-    lockstep, sim_time = not real_time, str(not real_time).lower()
-    nodes = NodeProcesses(robot_python)
-    nodes.start(
-        "sim_bridge_node",
-        {"robot": robot.name, "field_twin": field_twin or "''", "lockstep": sim_time, "lockstep_timeout_s": RESEND_S},
-    )
-    # configured and activated from here, as a lifecycle manager would, once everything is connected
-    nodes.start(
-        "policy_node",
-        {
-            "artifact": artifact,
-            "backend": backend,
-            "use_sim_time": sim_time,
-            "trigger": "joint_states" if lockstep else "timer",
-            "autostart": "false",
-            "allow_unvalidated": str(allow_unvalidated).lower(),
-            "trusted_keys": ",".join(trusted) or "''",
-            "allow_unsigned": str(allow_unsigned).lower(),
-        },
-    )
-    if record:
-        nodes.start("field_recorder", {"output_dir": record, "use_sim_time": sim_time})
-    if script:
-        nodes.start(
-            "instruction_node",
-            {
-                "model": instruction_model,
-                "backend": instruction_backend,
-                "artifact": artifact,
-                "use_sim_time": sim_time,
-                "trusted_keys": ",".join(trusted) or "''",
-                "allow_unsigned": str(allow_unsigned).lower(),
-            },
+    def resolved(self) -> SilRequest:
+        """The request with absolute paths: the nodes start in their log directory."""
+        return dataclasses.replace(
+            self,
+            artifact=str(Path(self.artifact).resolve()),
+            record=str(Path(self.record).resolve()) if self.record else "",
+            field_twin=str(Path(self.field_twin).resolve()) if self.field_twin else "",
+            instruction_model=str(Path(self.instruction_model).resolve()) if self.instruction_model else None,
+            trust=self.trust.resolved(),
         )
 
+
+def run_sil(request: SilRequest, progress: Callable[[float], None] | None = None) -> dict:
+    """Run the node set for `request.duration` simulated seconds; return the KPI summary. With instructions
+    instruction_node runs the instruction model and its /cmd_vel is both the policy's command and the reference the
+    KPIs score against; without, the /cmd_vel script `commands` is. The artifact (and the instruction model) must
+    be signed by one of the trusted keys unless the trust policy allows unsigned ones (development only, with a
+    WARN). `progress` gets the simulated seconds so far."""
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from sim.robot import load_robot
+    from sim2real.sil.operator import Operator
+
+    request = request.resolved()
+    manifest = check_artifacts(request)
+    robot = load_robot(manifest.robot["name"])
+    segments, script = _scripts(request)
+    nodes = start_nodes(request, robot.name)
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node(
-        "sil_operator", context=context, parameter_overrides=[Parameter("use_sim_time", value=lockstep)]
+        "sil_operator", context=context, parameter_overrides=[Parameter("use_sim_time", value=not request.real_time)]
     )
-    operator = Operator(node, segments, script, robot.control_dt, lockstep)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
+    session = Session(node, nodes, Operator(node, segments, script, robot.control_dt, not request.real_time))
+    try:
+        session.connect(request)
+        session.activate_policy()
+        session.run(request, progress)
+    finally:
+        session.close()
+        rclpy.shutdown(context=context)
+        nodes.stop()
+    return summarise(request, robot, session.operator, nodes)
 
-    def subscribed(node_name: str, topic: str) -> bool:
-        return any(i.node_name == node_name for i in node.get_subscriptions_info_by_topic(topic))
 
-    def publishes(node_name: str, topic: str) -> bool:
-        return any(i.node_name == node_name for i in node.get_publishers_info_by_topic(topic))
+def check_artifacts(request: SilRequest) -> Manifest:
+    """The artifact's manifest, once its signature (and the instruction model's) and its validation passed: a
+    refusal comes before any node starts, with the reason. A waived check is a warning."""
+    from edge.manifest import load_manifest
+    from edge.validation import require_validated
 
-    def all_matched(publisher, topic: str) -> bool:  # every subscriber in the graph is connected to `publisher`
-        return publisher.get_subscription_count() >= len(node.get_subscriptions_info_by_topic(topic))
+    for directory in (request.artifact, *([request.instruction_model] if request.instructions else [])):
+        if not directory:
+            raise UserError("an instruction script needs an instruction model (--instruction-model)")
+        signature = request.trust.check_signed(directory)
+        if not signature.passed:
+            warnings.warn(signature.message, stacklevel=3)
+    manifest = load_manifest(request.artifact)
+    require_validated(manifest, request.trust.allow_unvalidated, request.artifact)
+    return manifest
 
-    def spin_until(done: Callable[[], bool], seconds: float) -> bool:
+
+def _scripts(request: SilRequest) -> tuple[list | None, list | None]:
+    """(the /cmd_vel segments, the instruction script): exactly one of them drives the run."""
+    if request.instructions:
+        return None, load_instructions(request.instructions)
+    return load_commands(request.commands), None
+
+
+def start_nodes(request: SilRequest, robot: str) -> NodeProcesses:
+    """The twin, policy_node (unconfigured: the Session drives its lifecycle), and the recorder and instruction_node
+    when the request has them."""
+    lockstep = not request.real_time
+    sim_time = str(lockstep).lower()
+    signature = request.trust.signature_parameters()
+    nodes = NodeProcesses(request.robot_python)
+    nodes.start(
+        "sim_bridge_node",
+        {
+            "robot": robot,
+            "field_twin": request.field_twin or "''",
+            "lockstep": sim_time,
+            "lockstep_timeout_s": RESEND_S,
+        },
+    )
+    nodes.start(
+        "policy_node",
+        {
+            "artifact": request.artifact,
+            "backend": request.backend,
+            "use_sim_time": sim_time,
+            "trigger": "joint_states" if lockstep else "timer",
+            "autostart": "false",
+            "allow_unvalidated": str(request.trust.allow_unvalidated).lower(),
+            **signature,
+        },
+    )
+    if request.record:
+        nodes.start("field_recorder", {"output_dir": request.record, "use_sim_time": sim_time})
+    if request.instructions:
+        nodes.start(
+            "instruction_node",
+            {
+                "model": request.instruction_model,
+                "backend": request.instruction_backend,
+                "artifact": request.artifact,
+                "use_sim_time": sim_time,
+                **signature,
+            },
+        )
+    return nodes
+
+
+class Session:
+    """The operator's side of a run: waits for the graph, drives policy_node's lifecycle as a lifecycle manager
+    would, and spins until the script's simulated time is over."""
+
+    def __init__(self, node, nodes: NodeProcesses, operator: Operator):
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.node, self.nodes, self.operator = node, nodes, operator
+        self.executor = SingleThreadedExecutor(context=node.context)
+        self.executor.add_node(node)
+
+    def subscribed(self, node_name: str, topic: str) -> bool:
+        return any(i.node_name == node_name for i in self.node.get_subscriptions_info_by_topic(topic))
+
+    def publishes(self, node_name: str, topic: str) -> bool:
+        return any(i.node_name == node_name for i in self.node.get_publishers_info_by_topic(topic))
+
+    def all_matched(self, publisher, topic: str) -> bool:
+        """Every subscriber in the graph is connected to `publisher`."""
+        return publisher.get_subscription_count() >= len(self.node.get_subscriptions_info_by_topic(topic))
+
+    def spin_until(self, done: Callable[[], bool], seconds: float) -> bool:
         wall_limit = time.monotonic() + seconds
         while not done():
-            executor.spin_once(timeout_sec=0.1)
-            nodes.check_alive()
+            self.executor.spin_once(timeout_sec=0.1)
+            self.nodes.check_alive()
             if time.monotonic() > wall_limit:
                 return done()
         return True
 
-    def wait_for(what: str, ready: Callable[[], bool], seconds: float = CONNECT_S) -> None:
-        if not spin_until(ready, seconds):
-            raise UserError(f"{what} was not ready in {seconds:g} s (logs: {nodes.log_dir})")
+    def wait_for(self, what: str, ready: Callable[[], bool], seconds: float = CONNECT_S) -> None:
+        if not self.spin_until(ready, seconds):
+            raise UserError(f"{what} was not ready in {seconds:g} s (logs: {self.nodes.log_dir})")
 
-    try:
-        # the robot moves once policy_node is active: before that, this operator must have the start state (time
-        # zero of its script), the recorder must be listening, instruction_node (it subscribes once its model is
-        # loaded) ready to hear the first instruction, and policy_node connected to its command source; else the
-        # first seconds of a lockstep run, which takes no time at all, go unrecorded or uncommanded
-        wait_for("sim_bridge_node", lambda: operator.seen)
-        if record:  # every sensor topic: the recorder discovers each publisher on its own, a tick apart or more
-            wait_for("field_recorder", lambda: all(subscribed("field_recorder", t) for t in SENSOR_TOPICS))
-        if script:
-            wait_for("instruction_node", lambda: subscribed("instruction_node", "/instruction"), MODEL_LOAD_S)
-        lifecycle = LifecycleClient(node, "policy_node", spin_until)
-        wait_for("policy_node's lifecycle services", lifecycle.ready)
+    def connect(self, request: SilRequest) -> None:
+        """The robot moves once policy_node is active: before that, this operator must have the start state (time
+        zero of its script), the recorder must be listening, instruction_node (it subscribes once its model is
+        loaded) ready to hear the first instruction; else the first seconds of a lockstep run, which takes no time
+        at all, go unrecorded or uncommanded."""
+        self.wait_for("sim_bridge_node", lambda: self.operator.seen)
+        if request.record:  # every sensor topic: the recorder discovers each publisher on its own, a tick apart or more
+            self.wait_for("field_recorder", lambda: all(self.subscribed("field_recorder", t) for t in SENSOR_TOPICS))
+        if request.instructions:
+            self.wait_for("instruction_node", lambda: self.subscribed("instruction_node", "/instruction"), MODEL_LOAD_S)
+
+    def activate_policy(self) -> None:
+        """Configure policy_node, wait until it is connected to its command source, activate it."""
+        from lifecycle_msgs.msg import Transition
+
+        from ros_nodes.lifecycle_client import LifecycleClient
+
+        nodes = self.nodes
+        lifecycle = LifecycleClient(self.node, "policy_node", self.spin_until)
+        self.wait_for("policy_node's lifecycle services", lifecycle.ready)
         if not lifecycle.transition(Transition.TRANSITION_CONFIGURE):
             raise UserError(f"policy_node: {nodes.last_line('policy_node', 'ERROR')} (logs: {nodes.log_dir})")
-        wait_for(
+        self.wait_for(
             "policy_node's topics",
-            lambda: subscribed("policy_node", "/cmd_vel") and publishes("policy_node", "/joint_commands"),
+            lambda: self.subscribed("policy_node", "/cmd_vel") and self.publishes("policy_node", "/joint_commands"),
         )
-        if segments:
-            wait_for("policy_node's /cmd_vel", lambda: all_matched(operator.pub_cmd, "/cmd_vel"))
+        if self.operator.segments:
+            self.wait_for("policy_node's /cmd_vel", lambda: self.all_matched(self.operator.pub_cmd, "/cmd_vel"))
         if not lifecycle.transition(Transition.TRANSITION_ACTIVATE):
             raise UserError(f"policy_node did not activate (logs: {nodes.log_dir})")
-        operator.started = True
-        wall_limit = time.monotonic() + 60 + (duration * 1.5 if real_time else duration * 5)
+        self.operator.started = True
+
+    def run(self, request: SilRequest, progress: Callable[[float], None] | None) -> None:
+        """Spin until `request.duration` simulated seconds have passed."""
+        duration, operator = request.duration, self.operator
+        wall_limit = time.monotonic() + 60 + (duration * 1.5 if request.real_time else duration * 5)
         while operator.t < duration and time.monotonic() < wall_limit:
-            executor.spin_once(timeout_sec=0.05)
+            self.executor.spin_once(timeout_sec=0.05)
             if progress is not None and operator.samples:
                 progress(min(operator.t, duration))
-            nodes.check_alive()
+            self.nodes.check_alive()
         if operator.t < duration:
             raise UserError(f"software-in-the-loop run did not reach {duration} s of simulated time in time")
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.shutdown(context=context)
-        nodes.stop()
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+
+
+def summarise(request: SilRequest, robot: RobotSpec, operator: Operator, nodes: NodeProcesses) -> dict:
+    """The tracking KPIs against the commands the policy was given, and what ran."""
+    from sim.tasks import load_task
+
     samples = np.array(operator.samples)
     summary = {
         "robot": robot.name,
-        "artifact": str(artifact),
-        "field_twin": field_twin,
-        "duration_s": duration,
-        "lockstep": lockstep,
+        "artifact": request.artifact,
+        "field_twin": request.field_twin,
+        "duration_s": request.duration,
+        "lockstep": not request.real_time,
         **tracking_kpis(samples, robot.control_dt, load_task(robot).min_base_height),
         "displacement": displacement(samples),
     }
-    if script:
+    if request.instructions:
         summary["instructions"] = operator.executed()
-    if robot_python:
+    if request.robot_python:
         summary["robot_python"] = {n: py for n, py in nodes.interpreters.items() if n in ROBOT_NODES}
     return summary

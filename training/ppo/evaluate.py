@@ -56,8 +56,9 @@ class TrackingEvaluator:
             task=task,
             randomization=randomization,
             nthread=nthread,
-            resample_commands=self.command is None,
         )
+        if self.command is not None:  # the evaluation command (set on every reset) is held
+            self.twin.hold_commands()
         self.steps = max(1, int(round((cfg.eval_seconds or task.episode_length_s) / spec.control_dt)))
         wanted = [k for k in GAIT_KEYS if k in self.threshold]
         if wanted and self.twin.feet is None:

@@ -26,6 +26,7 @@ POLICY_DIR = "policy"
 def export_run(run_dir: Path, out: Path | None = None) -> Path:
     """Export the run's latest checkpoint (policy.onnx + manifest.json) to `out`, by default <run_dir>/policy/;
     returns the artifact directory."""
+    from edge.manifest import ActionLimits
     from training.export import export_policy
 
     run_dir = Path(run_dir)
@@ -41,8 +42,7 @@ def export_run(run_dir: Path, out: Path | None = None) -> Path:
         load_task(spec, cfg.task).obs_terms(spec.num_actions),
         out,
         run_id=run_id,
-        target_limits=joint_target_limits(spec),
-        clip_actions=state["clip_actions"],
+        limits=ActionLimits(joint_target_limits(spec), clip_actions=state["clip_actions"]),
     )
     return out
 

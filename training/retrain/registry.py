@@ -14,10 +14,24 @@ import json
 import os
 import sqlite3
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from training.errors import TrainingError
+
+
+@dataclass(frozen=True)
+class CampaignRecord:
+    """A campaign run on an artifact, as the registry keeps it: its verdict and where its report is."""
+
+    kind: str  # standard | identified-twin
+    name: str
+    passed: bool
+    summary_path: Path
+    report_path: Path
+    summary_sha256: str  # of summary_path, as the campaign wrote it
+
 
 DEFAULT_REGISTRY = Path("runs") / "registry.sqlite"
 
@@ -226,17 +240,7 @@ class Registry:
                 ),
             )
 
-    def add_campaign(
-        self,
-        artifact_sha256: str,
-        retrain_id: int | None,
-        kind: str,
-        name: str,
-        passed: bool,
-        summary_path: Path,
-        report_path: Path,
-        summary_sha256: str,
-    ) -> None:
+    def add_campaign(self, artifact_sha256: str, retrain_id: int | None, campaign: CampaignRecord) -> None:
         with self.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO campaigns (artifact_sha256, retrain_id, kind, name, passed, "
@@ -244,12 +248,12 @@ class Registry:
                 (
                     artifact_sha256,
                     retrain_id,
-                    kind,
-                    name,
-                    int(passed),
-                    str(summary_path),
-                    str(report_path),
-                    summary_sha256,
+                    campaign.kind,
+                    campaign.name,
+                    int(campaign.passed),
+                    str(campaign.summary_path),
+                    str(campaign.report_path),
+                    campaign.summary_sha256,
                 ),
             )
 

@@ -225,9 +225,7 @@ def replay(
         raise ValueError(f"replay windows must have one length, got {sorted(steps)}")
     (T,), nc, nw = steps, len(candidates), len(windows)
     n = nc * nw  # env i = candidate i // nw on window i % nw
-    twin = BatchedTwin(
-        spec, num_envs=n, seed=0, randomization=RandomizationConfig(enabled=False), resample_commands=False
-    )
+    twin = BatchedTwin(spec, num_envs=n, seed=0, randomization=RandomizationConfig(enabled=False)).hold_commands()
     twin.reset()
     for i, values in enumerate(candidates):
         twin.set_params(fixed_params(values, spec.sim_dt, nw), np.arange(i * nw, (i + 1) * nw))

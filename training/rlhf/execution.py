@@ -92,7 +92,7 @@ class TwinExecutor:
         steps = int(np.ceil((durations.max() + self.settle_s) / dt))
         task = load_task(self.spec)
         task = dataclasses.replace(task, episode_length_s=steps * dt + 1.0, randomization=task.randomization.nominal())
-        twin = BatchedTwin(self.spec, num_envs=n, seed=self.seed, task=task, resample_commands=False, nthread=1)
+        twin = BatchedTwin(self.spec, num_envs=n, seed=self.seed, task=task, nthread=1).hold_commands()
         try:
             twin.reset(seed=self.seed)
             state = twin.backend.state()  # start at rest: reset's small random velocities would show up as drift

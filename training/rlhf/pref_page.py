@@ -114,19 +114,11 @@ def serve(
     port: int = 8765,
     token: str | None = None,
     rater: str = "operator",
-    model: str | None = None,
-    robot: str = "rover",
-    policy: str | None = None,
+    sampler: Callable | None = None,
 ) -> None:
-    """`model`: a model directory that samples plans for instructions the rater types (None: no typing), executed
-    in the robot's twin through `policy` (a policy artifact; None: the wheel controller)."""
+    """`sampler`: a prefs.PairSampler that samples two plans for an instruction the rater types (None: no typing)."""
     import uvicorn
 
-    sampler = None
-    if model:
-        from training.rlhf.prefs import PairSampler
-
-        sampler = PairSampler(model, robot, policy=policy)
     token = token or secrets.token_urlsafe(18)
     if host not in LOOPBACK:
         print(

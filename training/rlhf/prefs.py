@@ -65,10 +65,8 @@ def collect_pairs(
                 pair_id = store.add_pair(
                     example.instruction,
                     example.state,
-                    a.output,
-                    b.output,
-                    _for_page(run_a),
-                    _for_page(run_b),
+                    (a.output, b.output),
+                    (_for_page(run_a), _for_page(run_b)),
                     example.expect or None,
                     origin="field" if field else "model",
                     steps=example.steps,
@@ -138,10 +136,8 @@ class PairSampler:
         return store.add_pair(
             instruction,
             example.state,
-            group[0].output,
-            group[1].output,
-            _for_page(run_a),
-            _for_page(run_b),
+            (group[0].output, group[1].output),
+            (_for_page(run_a), _for_page(run_b)),
             origin="typed",
         )
 

@@ -84,14 +84,14 @@ class PreferenceStore:
         self,
         instruction: str,
         state: str,
-        plan_a: str,
-        plan_b: str,
-        exec_a: dict | None = None,
-        exec_b: dict | None = None,
+        plans: tuple[str, str],
+        executions: tuple[dict | None, dict | None] = (None, None),
         expect: Expect | None = None,
         origin: str = "model",
         steps: Steps | None = None,
     ) -> int:
+        """A pair of plans for the instruction (plan a, plan b) and, for the page, what each did in the twin."""
+        (plan_a, plan_b), (exec_a, exec_b) = plans, executions
         with self._db() as db:
             cur = db.execute(
                 "INSERT INTO pairs (instruction, state, expect, plan_a, plan_b, exec_a, exec_b, origin, created) "
@@ -183,7 +183,7 @@ class PreferenceStore:
             for (ra, pa, who), (rb, pb, _) in itertools.combinations(rated, 2):
                 if ra == rb or pa == pb:
                     continue
-                pair_id = self.add_pair(instruction, state, pa, pb, origin="field")
+                pair_id = self.add_pair(instruction, state, (pa, pb), origin="field")
                 self.add_preference(pair_id, "a" if ra > rb else "b", who, "field")
                 added += 1
         return added

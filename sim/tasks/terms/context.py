@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from functools import cached_property
 
 import numpy as np
@@ -16,35 +17,23 @@ def base_velocities(state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarra
     return rotate_world_to_base(state["base_quat"], state["base_lin_vel"]), state["base_ang_vel"]
 
 
+@dataclass(eq=False)  # compared by identity: its fields are arrays
 class TermContext:
     """One batch of envs at one moment: arrays [N, ...] in physical units. Base-frame quantities are computed on
     first use and shared by every term that reads them. What a phase does not have is None: terminations see
     the state only, observations also the commands and actions, rewards everything."""
 
-    def __init__(
-        self,
-        robot: RobotSpec,
-        state: dict[str, np.ndarray],
-        *,
-        commands: np.ndarray | None = None,
-        actions: np.ndarray | None = None,
-        last_actions: np.ndarray | None = None,
-        torques: np.ndarray | None = None,
-        joint_vel_before: np.ndarray | None = None,
-        terminated: np.ndarray | None = None,
-        feet: FootTracker | None = None,
-        terrain_height: np.ndarray | None = None,
-    ):
-        self.robot = robot
-        self.state = state  # base_pos, base_quat (w, x, y, z), base_lin_vel (world), base_ang_vel, joint_pos, joint_vel
-        self.commands = commands  # (vx, vy, wz) in the base frame
-        self.actions = actions  # the latest policy output applied (before scaling)
-        self.last_actions = last_actions  # the one before it
-        self.torques = torques  # applied joint torques at the end of the step
-        self.joint_vel_before = joint_vel_before  # joint velocities at the start of the step
-        self.terminated = terminated
-        self.feet = feet  # contacts, air time, landings, foot positions and velocities (robots with feet)
-        self.terrain_height = terrain_height  # [N] the ground under the base; None: the flat floor at z = 0
+    robot: RobotSpec
+    state: dict[str, np.ndarray]  # base_pos, base_quat (w, x, y, z), base_lin_vel (world), base_ang_vel, joint_*
+    _: KW_ONLY
+    commands: np.ndarray | None = None  # (vx, vy, wz) in the base frame
+    actions: np.ndarray | None = None  # the latest policy output applied (before scaling)
+    last_actions: np.ndarray | None = None  # the one before it
+    torques: np.ndarray | None = None  # applied joint torques at the end of the step
+    joint_vel_before: np.ndarray | None = None  # joint velocities at the start of the step
+    terminated: np.ndarray | None = None
+    feet: FootTracker | None = None  # contacts, air time, landings, foot positions and velocities (robots with feet)
+    terrain_height: np.ndarray | None = None  # [N] the ground under the base; None: the flat floor at z = 0
 
     @property
     def base_height(self) -> np.ndarray:

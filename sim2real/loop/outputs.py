@@ -1,0 +1,153 @@
+"""What each loop stage hands on to the stages after it: one frozen dataclass per stage.
+
+A stage returns a StageResult whose `output` is one of these; the state file (loop.json) holds it as the stage's
+`data`, a flat JSON object, and a later stage reads it back with `Exported.of(ctx)`. The typed fields are what
+other stages read; whatever else a stage records (for the report) rides along in `details`, written back beside
+the fields as it came, so a state file written before these classes existed reads back as it was written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from sim2real.errors import UserError
+from sim2real.pipeline import StageContext
+
+_Output = TypeVar("_Output", bound="StageOutput")
+
+
+@dataclass(frozen=True)
+class StageOutput:
+    stage: ClassVar[str]  # the stage that writes it
+    details: dict[str, Any] = field(default_factory=dict, kw_only=True)  # what only the report reads
+
+    @classmethod
+    def of(cls: type[_Output], ctx: StageContext) -> _Output:
+        """The output of `cls.stage`, as it reads back from the state file."""
+        return cls.from_json(ctx.results[cls.stage]["data"])
+
+    @classmethod
+    def from_json(cls: type[_Output], data: Mapping[str, Any]) -> _Output:
+        typed = {f.name: f for f in dataclasses.fields(cls) if f.name != "details"}
+        missing = [
+            name
+            for name, f in typed.items()
+            if name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        if missing:  # a state file from a version whose stage recorded other things
+            raise UserError(
+                f"the {cls.stage} stage's record has no {', '.join(missing)}: it was written by another version of "
+                "sim2real; move the run directory away or choose another one"
+            )
+        return cls(
+            **{k: v for k, v in data.items() if k in typed}, details={k: v for k, v in data.items() if k not in typed}
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "details"}
+        return {**fields, **self.details}
+
+
+@dataclass(frozen=True)
+class StageResult:
+    verdict: str  # pass | warn (ran, below target) | fail (the loop stops) | skipped
+    figure: str  # the key figure, one short line
+    output: StageOutput | None = None  # None: the stage hands nothing on
+
+    def to_json(self) -> dict[str, Any]:
+        """The record in the state file (sim2real.pipeline writes what this returns)."""
+        return {"verdict": self.verdict, "figure": self.figure, "data": self.output.to_json() if self.output else {}}
+
+
+@dataclass(frozen=True)
+class Trained(StageOutput):
+    """The PPO run on the nominal twin (training.ppo): its directory and its summary.json's figures."""
+
+    stage = "train"
+    run_dir: str  # the export stage exports its latest checkpoint
+    iterations: int
+    env_steps: int
+    env_steps_per_s: float | None
+    threshold: dict | None  # {iteration, train_seconds} where the evaluation threshold was reached
+    final_eval: dict  # the final evaluation's tracking errors (and a legged robot's gait figures)
+    progress_file: str  # progress.jsonl: the report's training curves
+
+
+@dataclass(frozen=True)
+class Exported(StageOutput):
+    """The ONNX artifact every later stage runs, validates, deploys or retrains from."""
+
+    stage = "export"
+    artifact: str  # its directory (policy.onnx, manifest.json)
+    sha256: str  # of policy.onnx: its id in the lineage registry
+
+
+@dataclass(frozen=True)
+class Validated(StageOutput):
+    """The campaign gate; a legged robot's terrain campaign is in details["terrain"]."""
+
+    stage = "validate"
+    passed: bool
+    summary_file: str
+    report: str
+    kpi_means: dict[str, float]
+    episodes: int
+    failing_episodes: int
+
+
+@dataclass(frozen=True)
+class Instructed(StageOutput):
+    """The instruction model; details: the RLHF pipeline's result (sim2real.rlhf_pipeline)."""
+
+    stage = "instruction"
+    onnx_dir: str  # the exported model instruction_node runs
+    signed_by: str  # the key id that signed it
+
+
+@dataclass(frozen=True)
+class Deployed(StageOutput):
+    """The two field sessions; details: the operator script's KPI summary (sim2real.sil.run_sil) and the
+    instruction session's."""
+
+    stage = "deploy"
+    logs: str  # duty/ (the operator's script) and instructions/ under it
+
+
+@dataclass(frozen=True)
+class Analysed(StageOutput):
+    """The deployment's field KPIs against the campaign's, and the trigger's decision on them."""
+
+    stage = "analyse"
+    retrain: bool  # the trigger fired
+    reasons: list[str]
+    drifted: list[str]  # the KPIs that drifted
+    duty_kpis: dict[str, float]  # the operator script's field KPIs: what the trigger judged
+    instruction_session_kpis: dict[str, float]
+    baseline_kpis: dict[str, float]  # the campaign's
+    episodes: int
+    files: list[str]
+    damage: list[str]
+
+
+@dataclass(frozen=True)
+class Retrained(StageOutput):
+    """details: the retraining's result (sim2real.retrain_pipeline.RetrainResult) when it ran."""
+
+    stage = "retrain"
+    promoted: bool
+    new_artifact: str | None = None  # None: skipped (no drift)
+
+
+@dataclass(frozen=True)
+class Checked(StageOutput):
+    """The final deployment check; details: its KPI summary (sim2real.sil.run_sil)."""
+
+    stage = "final"
+    artifact: str  # the artifact in service
+    promoted: bool
+    logs: str
+    field_kpis: dict[str, float]
+    gap_closed: dict[str, float | None]  # drifted KPI -> share of its field-vs-campaign gap closed
