@@ -438,4 +438,4 @@ def _show(value: Any) -> str:
         return str(value).lower()
     if isinstance(value, (list, tuple)):
         return " ".join(map(str, value))
-    return str(value)
+    return str(value) if value != "" else "''"

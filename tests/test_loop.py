@@ -121,3 +121,18 @@ def test_each_robot_meets_its_own_field_twin():
     assert Path(LoopConfig(robot="quadruped", out="-").field_twin).name == "field_twin_quadruped.yaml"
     assert Path(LoopConfig(robot="rover", out="-").field_twin).name == "field_twin.yaml"  # the rover's, the default
     assert LoopConfig(robot="quadruped", out="-", field_twin="mine.yaml").field_twin == "mine.yaml"
+
+
+def test_every_loop_setting_is_a_flag_with_the_configs_help():
+    """`sim2real loop` builds its flags from LoopConfig: each setting is one, with the field's own help."""
+    import dataclasses
+
+    from sim2real.loop.config import LoopConfig
+
+    out = subprocess.run(
+        [sys.executable, "-m", "sim2real", "loop", "--help"], cwd=REPO, env=_env(), capture_output=True, text=True
+    )
+    text = " ".join(out.stdout.split())
+    for f in dataclasses.fields(LoopConfig):
+        assert f"--{f.name.replace('_', '-')}" in text, f.name
+        assert " ".join(f.metadata["help"].split()) in text or f.name in ("out", "until"), f.name

@@ -25,38 +25,29 @@ finished stage; --fresh starts a new run. DIR/report.html holds every stage's ve
 """
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from sim2real.loop.config import BUDGETS, LoopConfig
-    from sim2real.loop.stages import STAGE_NAMES
-    from training.rlhf.config import ENGINES
+# LoopConfig's fields a flag sets (out and until have flags of their own: a resumable default, the stage names)
+FLAGS = (
+    "robot",
+    "budget",
+    "field_twin",
+    "duty",
+    "instructions",
+    "randomize",
+    "rlhf_engine",
+    "instruction_backend",
+    "seed",
+)
 
-    defaults = LoopConfig(out="-")
-    p.add_argument("--robot", default=defaults.robot, help="robot name or YAML path (default rover)")
-    p.add_argument(
-        "--budget", default=defaults.budget, choices=list(BUDGETS), help="size of every stage (default quick)"
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from edge.config import add_flags
+    from sim2real.loop.config import LoopConfig
+    from sim2real.loop.stages import STAGE_NAMES
+
+    add_flags(p, LoopConfig, FLAGS)
     p.add_argument("--out", help="run directory (default: resume the newest unfinished runs/loop-*, else a new one)")
     p.add_argument("--fresh", action="store_true", help="start a new run directory even if one can be resumed")
-    p.add_argument(
-        "--field-twin",
-        default="",
-        help="YAML of the field twin's hidden parameters (default config/retrain/field_twin_<robot>.yaml if there is "
-        "one, else field_twin.yaml)",
-    )
-    p.add_argument("--instructions", default=defaults.instructions, help="instruction script for instruction_node")
-    p.add_argument(
-        "--rlhf-engine",
-        default=defaults.rlhf_engine,
-        choices=ENGINES,
-        help="what generates the RLHF samples (default vllm)",
-    )
-    p.add_argument(
-        "--randomize",
-        action="store_true",
-        help="train stage 1 with the robot YAML's domain randomisation (default: the nominal twin)",
-    )
     p.add_argument("--until", choices=STAGE_NAMES, help="stop after this stage")
-    p.add_argument("--seed", type=int, default=defaults.seed)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,30 +55,24 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.table import Table
 
+    from edge.config import flag_values
     from sim2real.library_logs import quiet_libraries
-    from sim2real.loop.config import LoopConfig, field_twin_for
+    from sim2real.loop.config import LoopConfig
     from sim2real.loop.runner import REPORT_FILE, latest_unfinished, run_loop
     from sim2real.loop.stages import FAIL, STAGE_NAMES
 
     quiet_libraries()  # the stage lines and bars say what happens
-    field_twin = args.field_twin or str(field_twin_for(args.robot))
-    for path, what in ((field_twin, "--field-twin"), (args.instructions, "--instructions")):
+    given = flag_values(args, LoopConfig, FLAGS)
+    wanted = LoopConfig(**given, out="-")
+    for path, flag in (
+        (wanted.field_twin, "--field-twin"),
+        (wanted.duty, "--duty"),
+        (wanted.instructions, "--instructions"),
+    ):
         if not Path(path).is_file():
-            raise UserError(f"{what}: no such file {path}")
-    out = args.out or (
-        None if args.fresh else latest_unfinished(Path("runs"), LoopConfig(args.robot, args.budget, out="-"))
-    )
-    cfg = LoopConfig(
-        robot=args.robot,
-        budget=args.budget,
-        out=str(out or ""),
-        field_twin=field_twin,
-        instructions=args.instructions,
-        rlhf_engine=args.rlhf_engine,
-        seed=args.seed,
-        randomize=args.randomize,
-        until=args.until or "",
-    )
+            raise UserError(f"{flag}: no such file {path}")
+    out = args.out or (None if args.fresh else latest_unfinished(Path("runs"), wanted))
+    cfg = LoopConfig(**given, out=str(out or ""), until=args.until or "")
     console = Console(width=None if Console().is_terminal else 110)
     console.print(
         f"[bold]sim2real loop[/]: {cfg.robot}, budget {cfg.budget}, run directory {cfg.out}"
