@@ -29,7 +29,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--artifact", required=True, help="policy artifact directory")
     p.add_argument("--duration", type=float, default=20.0, help="simulated seconds (default 20)")
-    p.add_argument("--field-twin", default="", help="YAML of hidden twin parameters (default: nominal twin)")
+    p.add_argument(
+        "--field-twin",
+        default="",
+        help="field robot YAML: hidden twin parameters and effects the twin cannot express (default: nominal twin)",
+    )
     p.add_argument("--commands", default=str(DEFAULT_COMMANDS), help="YAML list of {vx, vy, wz, duration_s}")
     p.add_argument(
         "--instructions",

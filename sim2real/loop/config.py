@@ -141,7 +141,8 @@ class LoopConfig:
     budget: str = setting("quick", "size of every stage", choices=BUDGETS)
     out: str = setting("", "run directory; '' makes runs/loop-<timestamp>")
     field_twin: str = setting(
-        "", "the hidden-parameter 'real robot'; '' picks config/retrain/field_twin_<robot>.yaml, else field_twin.yaml"
+        "",
+        "the 'real robot' (a field robot YAML); '' picks config/retrain/field_twin_<robot>.yaml, else field_twin.yaml",
     )
     duty: str = setting(str(CONFIG_DIR / "sil" / "default_commands.yaml"), "the operator's cmd_vel driving script")
     instructions: str = setting(str(CONFIG_DIR / "sil" / "instructions.yaml"), "script fed to instruction_node")

@@ -42,7 +42,9 @@ class SilRequest:
 
     artifact: str = setting(help="the policy artifact directory policy_node runs")
     duration: float = setting(help="simulated seconds to run")
-    field_twin: str = setting("", "a field twin YAML (hidden parameter offsets) for sim_bridge_node; '' the nominal")
+    field_twin: str = setting(
+        "", "a field robot YAML (hidden parameters, effects) for sim_bridge_node; '' the nominal twin"
+    )
     commands: str | Path = setting(DEFAULT_COMMANDS, "the operator's /cmd_vel script (without `instructions`)")
     record: str = setting("", "field_recorder's MCAP directory; '' records nothing")
     backend: str = setting("auto", "policy_node's ONNX Runtime providers")
