@@ -17,7 +17,9 @@ def generate_launch_description() -> LaunchDescription:
         [
             DeclareLaunchArgument("artifact", description="policy artifact directory"),
             DeclareLaunchArgument("robot", default_value="rover", description="robot name or YAML path"),
-            DeclareLaunchArgument("field_twin", default_value="", description="YAML of hidden twin parameters"),
+            DeclareLaunchArgument(
+                "field_twin", default_value="", description="field robot YAML (hidden twin parameters, effects)"
+            ),
             DeclareLaunchArgument("namespace", default_value="", description="robot namespace (all topics relative)"),
             Node(
                 package="edge",
