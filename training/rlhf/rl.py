@@ -1,20 +1,18 @@
 """Stage 4, RL fine-tuning with GRPO; vLLM generates the samples.
 
-Entry point: `RLTrainer(RLConfig(...)).train()`. Each iteration:
-  1. generation: the engine samples `samples_per_prompt` plans (unconstrained, so JSON validity is learnt) for
+Entry point: `RLTrainer(RLConfig(...)).train()`. Each iteration (`step`):
+  1. generate: the engine samples `samples_per_prompt` plans (unconstrained, so JSON validity is learnt) for
      `prompts_per_iteration` instructions from the `rl` pool;
   2. reward: rm_weight * (reward model, standardised over the batch) + sim_weight * (intent score of the plan
      executed in the twin) - json_weight * (not a plan) - kl_coef * (log pi - log pi_sft summed over the plan);
      with `explore_samples`, a group whose best plan scores below `explore_below` in the twin samples that many more,
      and the best of them joins the group if it beats the group's best (a plan the policy rarely writes then gets an
      advantage at all);
-  3. training: advantages relative to each prompt's group (no critic): `advantage` grpo standardises the rewards
-     within the group and divides the token loss by the batch's plan tokens; dr_grpo (Dr. GRPO, Liu et al. 2025,
-     "Understanding R1-Zero-like training") only subtracts the group mean and divides by a constant (samples x
-     MAX_NEW_TOKENS), so neither a group's spread nor a plan's length scales its gradient (TRL's loss_type
-     "dr_grpo"). `epochs` policy-gradient steps on the PPO-clipped token loss -min(rA, clip(r, 1 - clip, 1 + clip)A),
+  3. advantages relative to each prompt's group (no critic), by `advantage`: grpo or dr_grpo
+     (training.rlhf.advantages says how they differ);
+  4. update: `epochs` policy-gradient steps on the PPO-clipped token loss -min(rA, clip(r, 1 - clip, 1 + clip)A),
      r = pi/pi_old;
-  4. weight sync: save_pretrained into a directory under `sync_dir`, then the running engine reloads it.
+  5. sync: save_pretrained into a directory under `sync_dir`, then the running engine reloads it.
 Every `validate_every` iterations (and at the start: the SFT model; 0: never) the engine plans the validation split
 greedily (constrained, as deployed); the best checkpoint on it is what RL writes, a tie going to the earlier one (so
 a run that never beats SFT writes the SFT weights). The held-out set is never used here. The split goes into the
@@ -23,12 +21,13 @@ output as validation.jsonl, so the pipeline's gate judges on the same lines.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -39,6 +38,7 @@ from edge.instruct.prompt import chat_prompt, model_input
 from edge.instruct.safety import clamp_plan, screen_instruction
 from edge.instruct.slots import fill_slots, uses_number_slots
 from training.errors import ConfigError
+from training.rlhf.advantages import group_advantages, loss_normaliser
 from training.rlhf.config import ENGINES, RLConfig
 from training.rlhf.corpus import CorpusGenerator
 from training.rlhf.evaluate import corpus_items, evaluate, summarize, write_eval_set
@@ -52,6 +52,35 @@ from training.rlhf.tokens import completion_logprobs, length_sorted_chunks
 
 VALIDATION_FILE = "validation.jsonl"
 EXPLORE_SEED = 1_000_003  # exploration samples draw from another stream than the group's
+
+
+@dataclasses.dataclass(frozen=True)
+class Scores:
+    """The terms of each sample's reward that the policy's forward passes do not give, flat in group order."""
+
+    valid: torch.Tensor  # 1.0 where the text is a plan
+    sim: torch.Tensor  # intent score of the plan executed in the twin (0 for text that is not a plan)
+    rm: torch.Tensor  # the reward model's score
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """An iteration's samples as the update reads them: one row (prompt token ids, plan token ids) per sample in
+    group order, cut into micro-batches (`parts`: row indices; `chunks`: their rows)."""
+
+    rows: list[tuple[list[int], list[int]]]
+    parts: list[list[int]]
+    chunks: list[list[tuple[list[int], list[int]]]]
+    old: list[tuple[torch.Tensor, torch.Tensor]]  # per micro-batch: the sampling policy's token log-probs, plan mask
+    kl: torch.Tensor  # per sample: log pi - log pi_sft summed over the plan
+
+
+@contextlib.contextmanager
+def _timed(times: dict[str, float], phase: str) -> Iterator[None]:
+    """Add the block's wall time to times[phase]: exploration adds its sampling and judging to the phases'."""
+    t0 = time.perf_counter()
+    yield
+    times[phase] = times.get(phase, 0.0) + time.perf_counter() - t0
 
 
 class RLTrainer:
@@ -94,54 +123,63 @@ class RLTrainer:
         return shared_engine(c.model, seed=c.seed)
 
     def step(self, iteration: int) -> dict:
-        c, tok = self.config, self.tokenizer
-        times = {}
-        t0 = time.perf_counter()
+        """One iteration, in the order rsl_rl's runner reads: generate, reward, advantages, update, then sync."""
+        c = self.config
+        times: dict[str, float] = {}
+        with _timed(times, "generation"):
+            examples, inputs, groups = self.generate(iteration)
+        with _timed(times, "reward"):
+            judged = self._judge(examples, inputs, groups)
+        explored, found = self._explore(iteration, examples, inputs, groups, judged, times)
+        with _timed(times, "reward"):
+            scores = self._score(inputs, groups, judged)
+        with _timed(times, "training"):  # the KL term needs the policy's forward passes, so it is timed as training
+            batch = self._batch([i.prompt for i in inputs], groups)
+            reward = self.reward(scores, batch.kl)
+            adv = group_advantages(reward, [len(g) for g in groups], c.advantage)
+            plan_tokens = [len(plan) for _, plan in batch.rows]
+            grad_norm = self.update(batch, adv, loss_normaliser(plan_tokens, c.advantage, MAX_NEW_TOKENS))
+        with _timed(times, "sync"):
+            self.sync()
+        stats = {
+            "iteration": iteration,
+            "reward": reward.mean().item(),
+            "sim_score": scores.sim.mean().item(),
+            "json_valid": scores.valid.mean().item(),
+            "kl": batch.kl.mean().item(),
+            "samples": len(batch.rows),
+            "explored": explored,  # groups with no plan scoring explore_below
+            "found": found,  # of them, groups an exploration sample joined
+            "grad_norm": grad_norm,
+            "tokens": sum(plan_tokens),
+            "seconds": {k: round(v, 3) for k, v in times.items()},
+        }
+        self.history.append(stats)
+        return stats
+
+    def generate(self, iteration: int) -> tuple[list, list, list[list]]:
+        """This iteration's corpus examples, the policy's input for each, and `samples_per_prompt` plans per input
+        (a group; exploration may add one to it later)."""
+        c = self.config
         examples = self.corpus.examples(c.prompts_per_iteration)
         inputs = self.model_inputs(examples)
-        prompts = [i.prompt for i in inputs]
-        groups = self._sample(prompts, c.samples_per_prompt, c.seed + iteration)  # exploration may add one to a group
-        times["generation"] = time.perf_counter() - t0
+        return examples, inputs, self._sample([i.prompt for i in inputs], c.samples_per_prompt, c.seed + iteration)
 
-        t0 = time.perf_counter()
-        judged = self._judge(examples, inputs, groups)
-        times["reward"] = time.perf_counter() - t0
-        explored, found = self._explore(iteration, examples, inputs, groups, judged, times)
+    def reward(self, scores: Scores, kl: torch.Tensor) -> torch.Tensor:
+        """Each sample's reward: the reward model standardised over the batch, the twin's intent score, the cost of
+        text that is not a plan and the KL penalty, weighted as configured."""
+        c = self.config
+        rm_z = (scores.rm - scores.rm.mean()) / (scores.rm.std() + 1e-6)
+        return c.rm_weight * rm_z + c.sim_weight * scores.sim - c.json_weight * (1 - scores.valid) - c.kl_coef * kl
 
-        t0 = time.perf_counter()
-        flat = [(i, s) for i, group in enumerate(groups) for s in group]
-        valid_t = torch.tensor([v for group in judged for v, _ in group])
-        sim = torch.tensor([score for group in judged for _, score in group])
-        rm = torch.tensor(self.scorer.score([inputs[i] for i, _ in flat], [s.text for _, s in flat]))
-        times["reward"] += time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        prompt_ids = [tok(p)["input_ids"] for p in prompts]
-        rows = [(prompt_ids[i], s.token_ids or [tok.eos_token_id]) for i, s in flat]
-        # micro-batches of similar lengths pad less; the update sums over them, so their order does not matter
-        parts = length_sorted_chunks([len(prompt) + len(plan) for prompt, plan in rows], c.micro_batch_size)
-        chunks = [[rows[k] for k in part] for part in parts]
-        with torch.no_grad():  # the sampling policy's log-probabilities (ratio denominators) and the KL to SFT
-            old = [self._logprobs(self.policy, chunk) for chunk in chunks]
-            ref = [self._logprobs(self.reference, chunk) for chunk in chunks]
-        kl = torch.zeros(len(rows))
-        for part, (o, m), (r, _) in zip(parts, old, ref, strict=True):
-            kl[part] = ((o - r) * m).sum(1)
-        rm_z = (rm - rm.mean()) / (rm.std() + 1e-6)
-        reward = c.rm_weight * rm_z + c.sim_weight * sim - c.json_weight * (1 - valid_t) - c.kl_coef * kl
-        sizes = [len(g) for g in groups]  # an explored group holds one sample more
-        per_group, counts = reward.split(sizes), torch.tensor(sizes)
-        centred = reward - torch.stack([r.mean() for r in per_group]).repeat_interleave(counts)
-        total_tokens = sum(len(r[1]) for r in rows)
-        if c.advantage == "dr_grpo":
-            adv, normaliser = centred, len(rows) * MAX_NEW_TOKENS
-        else:
-            adv = centred / (torch.stack([r.std() for r in per_group]).repeat_interleave(counts) + 1e-4)
-            normaliser = total_tokens
+    def update(self, batch: Batch, adv: torch.Tensor, normaliser: int) -> float:
+        """`epochs` steps on the PPO-clipped token loss, summed over the micro-batches and divided by `normaliser`;
+        the gradient norm of the last step (before clipping)."""
+        c = self.config
         self.policy.train()
         for _ in range(c.epochs):  # PPO-style clipped updates reuse each batch of samples (the twin is the cost)
             self.optim.zero_grad()
-            for part, chunk, (old_logp, mask) in zip(parts, chunks, old, strict=True):
+            for part, chunk, (old_logp, mask) in zip(batch.parts, batch.chunks, batch.old, strict=True):
                 logp, _ = self._logprobs(self.policy, chunk)
                 ratio = torch.exp(logp - old_logp)
                 a = adv[part, None]
@@ -150,26 +188,7 @@ class RLTrainer:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
             self.optim.step()
         self.policy.eval()
-        times["training"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        self.sync()
-        times["sync"] = time.perf_counter() - t0
-        stats = {
-            "iteration": iteration,
-            "reward": reward.mean().item(),
-            "sim_score": sim.mean().item(),
-            "json_valid": valid_t.mean().item(),
-            "kl": kl.mean().item(),
-            "samples": len(rows),
-            "explored": explored,  # groups with no plan scoring explore_below
-            "found": found,  # of them, groups an exploration sample joined
-            "grad_norm": float(grad_norm),
-            "tokens": total_tokens,
-            "seconds": {k: round(v, 3) for k, v in times.items()},
-        }
-        self.history.append(stats)
-        return stats
+        return float(grad_norm)
 
     def model_inputs(self, examples: list) -> list:
         """The policy's input for each corpus example: its instruction screened as the robot screens it."""
@@ -210,15 +229,15 @@ class RLTrainer:
         c = self.config
         if not c.explore_samples:
             return 0, 0
-        t0 = time.perf_counter()
         best_score = [max(score for _, score in scored) for scored in judged]
         failing = [i for i, score in enumerate(best_score) if score < c.explore_below]
         if not failing:
             return 0, 0
-        extra = self._sample([inputs[i].prompt for i in failing], c.explore_samples, c.seed + iteration + EXPLORE_SEED)
-        times["generation"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        extra_judged = self._judge([examples[i] for i in failing], [inputs[i] for i in failing], extra)
+        with _timed(times, "generation"):
+            prompts = [inputs[i].prompt for i in failing]
+            extra = self._sample(prompts, c.explore_samples, c.seed + iteration + EXPLORE_SEED)
+        with _timed(times, "reward"):
+            extra_judged = self._judge([examples[i] for i in failing], [inputs[i] for i in failing], extra)
         found = 0
         for i, samples, scored in zip(failing, extra, extra_judged, strict=True):
             best = max(range(len(samples)), key=lambda k: scored[k][1])
@@ -226,8 +245,32 @@ class RLTrainer:
                 groups[i].append(samples[best])
                 judged[i].append(scored[best])
                 found += 1
-        times["reward"] += time.perf_counter() - t0
         return len(failing), found
+
+    def _score(self, inputs: list, groups: list[list], judged: list[list[tuple[float, float]]]) -> Scores:
+        """The judged terms of each sample's reward, flat in group order, with the reward model's score added."""
+        flat = [(i, s) for i, group in enumerate(groups) for s in group]
+        return Scores(
+            valid=torch.tensor([v for group in judged for v, _ in group]),
+            sim=torch.tensor([score for group in judged for _, score in group]),
+            rm=torch.tensor(self.scorer.score([inputs[i] for i, _ in flat], [s.text for _, s in flat])),
+        )
+
+    def _batch(self, prompts: list[str], groups: list[list]) -> Batch:
+        """The samples as the update reads them, with the log-probabilities they were sampled with and their KL."""
+        tok = self.tokenizer
+        prompt_ids = [tok(p)["input_ids"] for p in prompts]
+        rows = [(prompt_ids[i], s.token_ids or [tok.eos_token_id]) for i, group in enumerate(groups) for s in group]
+        # micro-batches of similar lengths pad less; the update sums over them, so their order does not matter
+        parts = length_sorted_chunks([len(prompt) + len(plan) for prompt, plan in rows], self.config.micro_batch_size)
+        chunks = [[rows[k] for k in part] for part in parts]
+        with torch.no_grad():  # the sampling policy's log-probabilities (ratio denominators) and the KL to SFT
+            old = [self._logprobs(self.policy, chunk) for chunk in chunks]
+            ref = [self._logprobs(self.reference, chunk) for chunk in chunks]
+        kl = torch.zeros(len(rows))
+        for part, (o, m), (r, _) in zip(parts, old, ref, strict=True):
+            kl[part] = ((o - r) * m).sum(1)
+        return Batch(rows=rows, parts=parts, chunks=chunks, old=old, kl=kl)
 
     def _logprobs(self, model, rows: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-token log-probabilities of each sampled plan after its prompt, and the mask of plan tokens."""
