@@ -83,8 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from edge.signing import TrustPolicy
-    from sim2real.retrain_pipeline import RetrainRequest, retrain
-    from sim2real.retrain_watch import WatchConfig, watch
+    from sim2real.retrain import RetrainRequest, WatchConfig, retrain, watch
     from training.retrain.config import DEFAULT_CONFIG
     from training.retrain.ingest import topic_mapping
 

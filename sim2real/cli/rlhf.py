@@ -33,7 +33,7 @@ stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from edge.config import add_flags
-    from sim2real.rlhf_pipeline import BUDGETS
+    from sim2real.rlhf import BUDGETS
     from training.rlhf.config import (
         ENGINES,
         INSTRUCTION_BACKENDS,
@@ -146,7 +146,7 @@ def _progress(total: int, label: str):
 def _pipeline(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-    from sim2real.rlhf_pipeline import run_pipeline
+    from sim2real.rlhf import run_pipeline
 
     progress = Progress(
         TextColumn("RLHF"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn()
@@ -258,6 +258,6 @@ def _rl(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from sim2real.rlhf_report import run_eval
+    from sim2real.rlhf import run_eval
 
     return run_eval(args)

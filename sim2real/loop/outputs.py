@@ -100,7 +100,7 @@ class Validated(StageOutput):
 
 @dataclass(frozen=True)
 class Instructed(StageOutput):
-    """The instruction model; details: the RLHF pipeline's result (sim2real.rlhf_pipeline)."""
+    """The instruction model; details: the RLHF pipeline's result (sim2real.rlhf.pipeline)."""
 
     stage = "instruction"
     onnx_dir: str  # the exported model instruction_node runs
@@ -134,7 +134,7 @@ class Analysed(StageOutput):
 
 @dataclass(frozen=True)
 class Retrained(StageOutput):
-    """details: the retraining's result (sim2real.retrain_pipeline.RetrainResult) when it ran."""
+    """details: the retraining's result (sim2real.retrain.RetrainResult) when it ran."""
 
     stage = "retrain"
     promoted: bool
