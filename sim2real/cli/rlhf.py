@@ -135,22 +135,17 @@ def _config(args: argparse.Namespace, cls: type, stage: str):
 
 
 def _progress(total: int, label: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from sim2real.cli.console import make_console, progress_bar
 
-    progress = Progress(
-        TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"), TimeRemainingColumn()
-    )
+    progress = progress_bar("steps", "info", "remaining", console=make_console())
     return progress, progress.add_task(label, total=total, info="")
 
 
 def _pipeline(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
+    from sim2real.cli.console import make_console, progress_bar
     from sim2real.rlhf import run_pipeline
 
-    progress = Progress(
-        TextColumn("RLHF"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn()
-    )
+    progress = progress_bar("percent", "info", "elapsed", console=make_console())
     task = progress.add_task("RLHF", total=1.0, info="")
     plain = {"stage": "", "at": 0.0}  # without a terminal (nohup, CI) the bar shows nothing until the end
 
