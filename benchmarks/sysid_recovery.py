@@ -1,7 +1,7 @@
 """System identification and retraining on the field-twin scenario (config/retrain/field_twin.yaml).
 
 The deployed rover artifact runs on the field twin over real ROS 2 (`sim2real sil --field-twin --record`);
-`sim2real.retrain_pipeline.retrain` reads the MCAP logs, identifies the hidden parameters, fine-tunes, validates
+`sim2real.retrain.retrain` reads the MCAP logs, identifies the hidden parameters, fine-tunes, validates
 and promotes. Measured:
   - the relative error of each identified parameter against the hidden value;
   - the trajectory error (replaying the logged joint commands) of the identified twin against the untuned twin
@@ -89,7 +89,7 @@ def main() -> None:
     args = p.parse_args()
 
     from edge.manifest import load_manifest
-    from sim2real.retrain_pipeline import RetrainRequest, retrain
+    from sim2real.retrain import RetrainRequest, retrain
 
     seconds, budget = (30.0, "quick") if args.quick else (60.0, "full")
     hidden = yaml.safe_load(FIELD_TWIN.read_text())

@@ -28,7 +28,7 @@ def _table(header: tuple[str, ...], rows: list[tuple]) -> str:
 
 def rlhf_budgets() -> str:
     """sim2real rlhf pipeline's budgets: config/rlhf/<stage>.yaml with config/rlhf/budgets.yaml's overrides."""
-    from sim2real.rlhf_pipeline import BUDGETS
+    from sim2real.rlhf import BUDGETS
     from training.rlhf.config import RLHF_CONFIG_DIR, PrefsConfig, RewardConfig, RLConfig, SFTConfig, load_config
 
     def stage(cls, name: str, budget):

@@ -24,7 +24,7 @@ from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = (ROOT / "training" / "rlhf", ROOT / "edge" / "instruct", ROOT / "config" / "rlhf")
-RUNNER = (ROOT / "sim2real" / "pipeline.py", ROOT / "sim2real" / "rlhf_pipeline.py")  # the run directory's layout
+RUNNER = (ROOT / "sim2real" / "pipeline.py", ROOT / "sim2real" / "rlhf" / "pipeline.py")  # the run directory's layout
 NOT_IN_ARTIFACTS = {"cli.py", "report.py", "pref_page.py", "plot.py"}  # user interface only
 
 
@@ -50,7 +50,7 @@ def cache_dir() -> Path:
 @functools.cache
 def minimal_run() -> dict:
     """run_pipeline's result for the minimal budget: {model_dir, sft_dir, reward_dir, intent_accuracy, ...}."""
-    from sim2real.rlhf_pipeline import run_pipeline
+    from sim2real.rlhf import run_pipeline
 
     root = cache_root()
     out = root / f"minimal-{source_digest()}"

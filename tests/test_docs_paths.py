@@ -116,7 +116,7 @@ def test_the_checks_catch_what_they_are_for():
         "config/tasks/velocity_<robot>.yaml",
     ]
     assert not exists("training/rlhf/slots.py") and exists("config/tasks/velocity_<robot>.yaml")
-    assert comments("a: 1  # sim2real/retrain_pipeline.py\n# b\nc: '#x'\n") == " sim2real/retrain_pipeline.py\n b"
+    assert comments("a: 1  # sim2real/retrain/pipeline.py\n# b\nc: '#x'\n") == " sim2real/retrain/pipeline.py\n b"
     assert slug("Budgets (`config/retrain/retrain.yaml`)") == "budgets-configretrainretrainyaml"
     assert DATE.search(prose("measured 2026-12-01")) and not DATE.search(prose("`runs/2026-11-30_10-00-00`"))
     assert ISSUE.findall("as issue 18 asked (#36)") == ["issue 18", "(#36)"]

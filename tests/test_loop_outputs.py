@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sim2real.errors import UserError
-from sim2real.loop.outputs import Exported, Retrained, StageResult, Validated
+from sim2real.loop.outputs import Exported, Instructed, Retrained, StageResult, Validated
 from sim2real.pipeline import Budget, Pipeline, Stage, StageContext
 
 # loop.json stage records as the loop wrote them before its outputs were typed (a wheeled robot's validation, a
@@ -40,12 +40,40 @@ def test_a_record_written_before_reads_back_typed_and_writes_back_the_same():
     assert not skipped.promoted and skipped.new_artifact is None
 
 
-def test_what_only_the_report_reads_rides_along_in_details():
-    data = {"promoted": True, "new_artifact": "/r/retrain/policy", "identified": {"friction": 0.8}, "lineage": []}
+def test_what_the_report_reads_is_typed_and_the_rest_rides_along_in_details():
+    data = {
+        "promoted": True,
+        "new_artifact": "/r/retrain/policy",
+        "promotion_reason": "nothing got worse",
+        "identified": {"friction": 0.8},
+        "estimates": {},
+        "sysid_error_before": 0.2,
+        "sysid_error_after": 0.05,
+        "sysid_plot": None,
+        "campaigns": {"quick": {"passed": True}},
+        "lineage": [],
+        "timings": {"sysid": 3.0},
+        "lineage_id": 1,
+    }
     retrained = Retrained.from_json(data)
-    assert retrained.new_artifact == "/r/retrain/policy"
-    assert retrained.details == {"identified": {"friction": 0.8}, "lineage": []}
+    assert retrained.new_artifact == "/r/retrain/policy" and retrained.identified == {"friction": 0.8}
+    assert retrained.details == {"timings": {"sysid": 3.0}, "lineage_id": 1}
     assert retrained.to_json() == data
+
+
+def test_a_record_lacking_what_only_the_report_reads_gets_the_defaults_the_report_shows():
+    before_the_gate = {"onnx_dir": "/o", "signed_by": "k", "model_dir": "/rl", "json_valid_rate": 1.0}
+    instructed = Instructed.from_json(before_the_gate | {"intent_accuracy": 0.8, "intent_accuracy_sft": 0.7})
+    assert instructed.deployed == "rlhf" and instructed.deployed_dir is None and instructed.win_rate_rm is None
+    assert instructed.validation == {} and instructed.eval == {}
+    skipped = Retrained.from_json(OLD_RECORDS["retrain"]["data"])
+    assert skipped.identified == {} and skipped.lineage == [] and skipped.promotion_reason == ""
+
+
+def test_the_report_reads_a_stage_that_has_not_run_as_none():
+    results = {name: OLD_RECORDS[name] for name in ("export", "validate")}
+    assert Exported.recorded(results) == Exported(artifact="/r/policy", sha256="ab")
+    assert Validated.recorded(results).episodes == 8 and Retrained.recorded(results) is None
 
 
 def test_a_record_without_a_field_a_stage_reads_is_refused_in_one_line():

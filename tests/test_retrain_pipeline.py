@@ -23,7 +23,7 @@ from sim.campaign.rollout import robot_limits
 from sim.campaign.runner import CampaignRequest, run_campaign
 from sim.robot import load_robot
 from sim2real.cli import main
-from sim2real.retrain_pipeline import PIPELINE, RetrainRequest, retrain
+from sim2real.retrain import PIPELINE, RetrainRequest, retrain
 from tests.field_logs import write_twin_log
 from training.ppo.config import PPOConfig
 from training.ppo.launch import train

@@ -10,7 +10,7 @@ from pathlib import Path
 from safetensors.torch import load_file
 
 from edge.fileio import sha256_file
-from sim2real.rlhf_pipeline import run_pipeline
+from sim2real.rlhf import run_pipeline
 from tests.rlhf_helpers import minimal_run, reward_dir, sft_dir
 from training.rlhf.config import RLConfig
 from training.rlhf.rl import RLTrainer

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from sim2real.rlhf_pipeline import PHRASINGS
+from sim2real.rlhf import PHRASINGS
 from tests.rlhf_helpers import prefs_db, reward_dir, sft_dir
 from training.rlhf.config import PrefsConfig, RewardConfig, RLConfig, SFTConfig
 from training.rlhf.model import ModelConfig

@@ -10,7 +10,7 @@ import pytest
 from safetensors.torch import load_file
 
 from sim2real.errors import UserError
-from sim2real.rlhf_pipeline import BUDGETS, PIPELINE, load_budgets, run_pipeline, torch_threads
+from sim2real.rlhf import BUDGETS, PIPELINE, load_budgets, run_pipeline, torch_threads
 from tests.rlhf_helpers import minimal_run
 from training.rlhf.config import RLHF_CONFIG_DIR, SFTConfig, load_config
 

@@ -5,7 +5,7 @@ import dataclasses
 import json
 
 from edge.instruct.plan import Segment, format_plan
-from sim2real.rlhf_pipeline import HELDOUT
+from sim2real.rlhf import HELDOUT
 from tests.rlhf_helpers import prefs_db, reward_dir
 from training.rlhf.corpus import intent_expect
 from training.rlhf.evaluate import load_eval_set, write_eval_set

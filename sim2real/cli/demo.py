@@ -29,27 +29,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import numpy as np
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
     from sim.controllers import controller_for
     from sim.twin import BatchedTwin
+    from sim2real.cli.console import make_console, progress_bar
 
     if args.envs < 1 or args.seconds <= 0:
         raise UserError("--envs must be >= 1 and --seconds > 0")
-    console = Console(width=None if Console().is_terminal else 110)  # pipes and CI logs get a readable width
+    console = make_console()  # pipes and CI logs get a readable width
     table = Table(title="Twin rollout (hand-written controllers, randomisation on)")
     for col in ("robot", "envs", "env-steps", "env-steps/s", "|vx err| m/s", "|wz err| rad/s", "falls", "NaN act"):
         table.add_column(col, justify="right")
     robots = args.robot or ["rover", "quadruped"]
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TimeRemainingColumn(),
-        console=console,
-    ) as progress:
+    with progress_bar("percent", "remaining", console=console) as progress:
         for robot in robots:
             twin = BatchedTwin(robot, num_envs=args.envs, seed=args.seed)
             steps = max(1, int(round(args.seconds / twin.spec.control_dt)))

@@ -51,11 +51,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.table import Table
 
     from edge.config import flag_values
+    from sim2real.cli.console import make_console, progress_bar
     from sim2real.library_logs import quiet_libraries
     from sim2real.loop.config import LoopConfig
     from sim2real.loop.runner import REPORT_FILE, latest_unfinished, run_loop
@@ -73,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{flag}: no such file {path}")
     out = args.out or (None if args.fresh else latest_unfinished(Path("runs"), wanted))
     cfg = LoopConfig(**given, out=str(out or ""), until=args.until or "")
-    console = Console(width=None if Console().is_terminal else 110)
+    console = make_console()
     console.print(
         f"[bold]sim2real loop[/]: {cfg.robot}, budget {cfg.budget}, run directory {cfg.out}"
         + (" (resuming)" if out and not args.out else "")
@@ -87,18 +86,10 @@ def run(args: argparse.Namespace) -> int:
 
     def progress(fraction: float, note: str) -> None:  # the loop's fraction done; the note names the stage
         if current["bar"] is None:
-            current["bar"] = Progress(
-                TextColumn("  {task.description}"),
-                BarColumn(),
-                TextColumn("{task.percentage:>3.0f}%"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=console,
-                transient=True,
-            )
+            current["bar"] = progress_bar("percent", "elapsed", "remaining", console=console, transient=True)
             current["bar"].start()
-            current["task"] = current["bar"].add_task(note, total=1.0)
-        current["bar"].update(current["task"], completed=min(max(fraction, 0.0), 1.0), description=note)
+            current["task"] = current["bar"].add_task(f"  {note}", total=1.0)
+        current["bar"].update(current["task"], completed=min(max(fraction, 0.0), 1.0), description=f"  {note}")
 
     def stop_bar() -> None:
         if current["bar"] is not None:

@@ -80,11 +80,10 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from edge.signing import TrustPolicy
-    from sim2real.retrain_pipeline import RetrainRequest, retrain
-    from sim2real.retrain_watch import WatchConfig, watch
+    from sim2real.cli.console import progress_bar
+    from sim2real.retrain import RetrainRequest, WatchConfig, retrain, watch
     from training.retrain.config import DEFAULT_CONFIG
     from training.retrain.ingest import topic_mapping
 
@@ -111,14 +110,7 @@ def run(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         console.print(f"[bold]retrain[/]: {line}", highlight=False)
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
+    with progress_bar("percent", "elapsed", console=console, transient=True) as bar:
         task = bar.add_task("retrain", total=1.0)
 
         def progress(fraction: float, note: str) -> None:  # the retraining's fraction; the note names the stage

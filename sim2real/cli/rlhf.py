@@ -33,7 +33,7 @@ stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from edge.config import add_flags
-    from sim2real.rlhf_pipeline import BUDGETS
+    from sim2real.rlhf import BUDGETS
     from training.rlhf.config import (
         ENGINES,
         INSTRUCTION_BACKENDS,
@@ -135,22 +135,17 @@ def _config(args: argparse.Namespace, cls: type, stage: str):
 
 
 def _progress(total: int, label: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from sim2real.cli.console import make_console, progress_bar
 
-    progress = Progress(
-        TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"), TimeRemainingColumn()
-    )
+    progress = progress_bar("steps", "info", "remaining", console=make_console())
     return progress, progress.add_task(label, total=total, info="")
 
 
 def _pipeline(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+    from sim2real.cli.console import make_console, progress_bar
+    from sim2real.rlhf import run_pipeline
 
-    from sim2real.rlhf_pipeline import run_pipeline
-
-    progress = Progress(
-        TextColumn("RLHF"), BarColumn(), TaskProgressColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn()
-    )
+    progress = progress_bar("percent", "info", "elapsed", console=make_console())
     task = progress.add_task("RLHF", total=1.0, info="")
     plain = {"stage": "", "at": 0.0}  # without a terminal (nohup, CI) the bar shows nothing until the end
 
@@ -258,6 +253,6 @@ def _rl(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from sim2real.rlhf_report import run_eval
+    from sim2real.rlhf import run_eval
 
     return run_eval(args)

@@ -65,13 +65,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import Progress
     from rich.table import Table
 
     from edge.signing import TrustPolicy
+    from sim2real.cli.console import progress_bar
     from sim2real.sil import SilRequest, run_sil
 
-    with Progress(console=Console(stderr=True)) as bar:
+    with progress_bar("percent", "remaining") as bar:
         task = bar.add_task("software in the loop (simulated s)", total=args.duration)
         request = SilRequest(
             args.artifact,

@@ -49,14 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     from edge.errors import ArtifactError
     from edge.manifest import load_manifest
     from edge.signing import TrustPolicy
     from sim.campaign.config import load_campaign
     from sim.campaign.runner import REPORT_FILE, CampaignRequest, run_campaign, with_backend
+    from sim2real.cli.console import make_console, progress_bar
 
     cfg = with_backend(load_campaign(args.campaign), args.backend)
     try:
@@ -64,10 +62,8 @@ def run(args: argparse.Namespace) -> int:
     except ArtifactError as e:
         raise UserError(str(e)) from None
     out = Path(args.out or Path("runs") / "validation" / f"{cfg.name}-{sha[:12]}")
-    console = Console(width=None if Console().is_terminal else 110)
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console
-    ) as bar:
+    console = make_console()
+    with progress_bar("steps", "remaining", console=console) as bar:
         task = bar.add_task(f"campaign {cfg.name} ({cfg.backend})", total=None)
         try:
             request = CampaignRequest(

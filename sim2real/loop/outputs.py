@@ -1,9 +1,11 @@
 """What each loop stage hands on to the stages after it: one frozen dataclass per stage.
 
 A stage returns a StageResult whose `output` is one of these; the state file (loop.json) holds it as the stage's
-`data`, a flat JSON object, and a later stage reads it back with `Exported.of(ctx)`. The typed fields are what
-other stages read; whatever else a stage records (for the report) rides along in `details`, written back beside
-the fields as it came, so a state file written before these classes existed reads back as it was written.
+`data`, a flat JSON object, and a later stage reads it back with `Exported.of(ctx)`, the report with
+`Exported.recorded(run.results)`. The typed fields are what other stages and the report read (a field with a
+default: a record may lack it, as one of an older version does); whatever else a stage records rides along in
+`details`, written back beside the fields as it came, so a state file written before these classes existed reads
+back as it was written.
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ class StageOutput:
     def of(cls: type[_Output], ctx: StageContext) -> _Output:
         """The output of `cls.stage`, as it reads back from the state file."""
         return cls.from_json(ctx.results[cls.stage]["data"])
+
+    @classmethod
+    def recorded(cls: type[_Output], results: Mapping[str, Any]) -> _Output | None:
+        """The output of `cls.stage` in a run's results (stage -> {verdict, figure, data}), as the report reads it;
+        None when that stage has not run."""
+        record = results.get(cls.stage)
+        return None if record is None else cls.from_json(record["data"])
 
     @classmethod
     def from_json(cls: type[_Output], data: Mapping[str, Any]) -> _Output:
@@ -100,11 +109,23 @@ class Validated(StageOutput):
 
 @dataclass(frozen=True)
 class Instructed(StageOutput):
-    """The instruction model; details: the RLHF pipeline's result (sim2real.rlhf_pipeline)."""
+    """The instruction model: the RLHF pipeline's result (sim2real.rlhf.run_pipeline) and the key that signed the
+    export. Accuracies are on the held-out set; `eval` is the pipeline's eval stage record."""
 
     stage = "instruction"
     onnx_dir: str  # the exported model instruction_node runs
     signed_by: str  # the key id that signed it
+    model_dir: str  # RL's output
+    intent_accuracy: float  # the RLHF model's
+    intent_accuracy_sft: float
+    json_valid_rate: float  # the RLHF model's
+    deployed: str = "rlhf"  # the gate's choice: rlhf or sft (a record from before the gate: rlhf)
+    deployed_dir: str | None = None  # None: model_dir
+    validation: dict = field(default_factory=dict)  # the gate's split: {set, n, intent_accuracy, intent_accuracy_sft}
+    phrasings: dict = field(default_factory=dict)  # the phrasing set: {set, n, intent_accuracy, ...}
+    win_rate_rm: float | None = None  # RLHF over SFT, judged by the reward model
+    win_rate_operator: float | None = None  # RLHF over SFT, judged by the simulated operator
+    eval: dict = field(default_factory=dict)  # both models' figures (json_valid_rate_sft, ...)
 
 
 @dataclass(frozen=True)
@@ -114,6 +135,7 @@ class Deployed(StageOutput):
 
     stage = "deploy"
     logs: str  # duty/ (the operator's script) and instructions/ under it
+    field_twin: str  # the field robot YAML the sessions ran on (its hidden parameters: the report's reference)
 
 
 @dataclass(frozen=True)
@@ -134,11 +156,20 @@ class Analysed(StageOutput):
 
 @dataclass(frozen=True)
 class Retrained(StageOutput):
-    """details: the retraining's result (sim2real.retrain_pipeline.RetrainResult) when it ran."""
+    """The retraining's result (sim2real.retrain.RetrainResult: the fields below, the rest in details) when it
+    ran; skipped (no drift), it is not promoted and every other field keeps its default."""
 
     stage = "retrain"
     promoted: bool
     new_artifact: str | None = None  # None: skipped (no drift)
+    promotion_reason: str = ""
+    identified: dict[str, float] = field(default_factory=dict)  # parameter -> value
+    estimates: dict[str, dict] = field(default_factory=dict)  # parameter -> {value, low, high, determined, why}
+    sysid_error_before: float | None = None  # the twin's replay error before identification
+    sysid_error_after: float | None = None
+    sysid_plot: str | None = None  # PNG: logged velocities beside the untuned and the identified twin's replays
+    campaigns: dict[str, dict] = field(default_factory=dict)  # campaign name -> its check ({passed, ...})
+    lineage: list[dict] = field(default_factory=list)  # [{kind, ref, detail}]: logs -> ... -> campaign report
 
 
 @dataclass(frozen=True)

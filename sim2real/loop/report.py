@@ -16,6 +16,15 @@ from edge.fileio import atomic_write_bytes
 from sim.campaign.report import STYLE, axis_heatmap, html_table, img_tag
 from sim.field_robot import load_field_robot
 from sim.kpis import GAIT_KPIS
+from sim2real.loop.outputs import (
+    Analysed,
+    Checked,
+    Deployed,
+    Instructed,
+    Retrained,
+    Trained,
+    Validated,
+)
 
 LOOP_STYLE = (
     STYLE
@@ -105,10 +114,10 @@ def _pending(title: str) -> str:
 def _training(stages: dict, out: Path) -> str:
     import matplotlib.pyplot as plt
 
-    if "train" not in stages:
+    trained = Trained.recorded(stages)
+    if trained is None:
         return _pending("Training")
-    d = stages["train"]["data"]
-    rows = [json.loads(line) for line in Path(d["progress_file"]).read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in Path(trained.progress_file).read_text().splitlines() if line.strip()]
     rows = [r for r in rows if r.get("type") == "iteration"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.2))
     it = [r["iteration"] for r in rows]
@@ -119,32 +128,33 @@ def _training(stages: dict, out: Path) -> str:
     ax2.set(title="tracking error (training batch)", xlabel="iteration")
     ax2.legend()
     fig.tight_layout()
-    reached = d["threshold"]
+    reached = trained.threshold
     note = (
         f"evaluation threshold reached at iteration {reached['iteration']} after {reached['train_seconds']:.0f} s"
         if reached
         else "evaluation threshold not reached"
     )
     return (
-        f"<h2>Training</h2><p class='note'>{d['iterations']} iterations, {d['env_steps']:,} env-steps at "
-        f"{d['env_steps_per_s'] or 0:,.0f} env-steps/s; {note}. Run: <code>{html.escape(d['run_dir'])}</code></p>"
-        + img_tag(fig, "training curves")
+        f"<h2>Training</h2><p class='note'>{trained.iterations} iterations, {trained.env_steps:,} env-steps at "
+        f"{trained.env_steps_per_s or 0:,.0f} env-steps/s; {note}. Run: <code>{html.escape(trained.run_dir)}</code>"
+        "</p>" + img_tag(fig, "training curves")
     )
 
 
 def _campaign(stages: dict, out: Path) -> str:
     from sim.campaign.config import load_campaign
 
-    if "validate" not in stages:
+    validated = Validated.recorded(stages)
+    if validated is None:
         return _pending("Validation campaign")
-    d = stages["validate"]["data"]
-    summary = json.loads(Path(d["summary_file"]).read_text())
+    summary = json.loads(Path(validated.summary_file).read_text())
     cfg = load_campaign(summary["campaign"])
     names = list(summary["kpis"])
-    link = html.escape(str(Path(d["report"]).resolve().relative_to(out.resolve())))
+    link = html.escape(str(Path(validated.report).resolve().relative_to(out.resolve())))
+    episodes, passing = validated.episodes, validated.episodes - validated.failing_episodes
     parts = [
-        f"<h2>Validation campaign {_badge('pass' if d['passed'] else 'fail')}</h2>",
-        f"<p class='note'>{d['episodes'] - d['failing_episodes']}/{d['episodes']} episodes within the gates; "
+        f"<h2>Validation campaign {_badge('pass' if validated.passed else 'fail')}</h2>",
+        f"<p class='note'>{passing}/{episodes} episodes within the gates; "
         f"full report with worst-case trajectories: <a href='{link}'>{link}</a></p>",
         html_table(
             ["KPI", "mean", "gate"],
@@ -160,53 +170,57 @@ def _campaign(stages: dict, out: Path) -> str:
 def _instruction(stages: dict, out: Path) -> str:
     import matplotlib.pyplot as plt
 
-    if "instruction" not in stages:
+    model = Instructed.recorded(stages)
+    if model is None:
         return _pending("Instruction model")
-    d = stages["instruction"]["data"]
-    sft_valid = d.get("eval", {}).get("json_valid_rate_sft", float("nan"))
+    sft_valid = model.eval.get("json_valid_rate_sft", float("nan"))
     fig, ax = plt.subplots(figsize=(6, 2.8))
     labels = ["intent accuracy", "JSON valid"]
-    ax.bar([0, 2], [d["intent_accuracy_sft"], sft_valid], label="SFT")
-    ax.bar([0.8, 2.8], [d["intent_accuracy"], d["json_valid_rate"]], label="RLHF")
+    ax.bar([0, 2], [model.intent_accuracy_sft, sft_valid], label="SFT")
+    ax.bar([0.8, 2.8], [model.intent_accuracy, model.json_valid_rate], label="RLHF")
     ax.axhline(0.9, color="grey", ls="--", lw=1)
     ax.set_xticks([0.4, 2.4], labels)
     ax.set_ylim(0, 1.05)
     ax.legend(loc="lower right")
-    v, said = d.get("validation", {}), d.get("phrasings", {})
+    v, said = model.validation, model.phrasings
     rows = [
-        ["intent accuracy (held-out)", d["intent_accuracy_sft"], d["intent_accuracy"]],
+        ["intent accuracy (held-out)", model.intent_accuracy_sft, model.intent_accuracy],
         ["intent accuracy (phrasing set)", said.get("intent_accuracy_sft", "-"), said.get("intent_accuracy", "-")],
         ["intent accuracy (validation: the gate)", v.get("intent_accuracy_sft", "-"), v.get("intent_accuracy", "-")],
-        ["JSON-valid rate", sft_valid, d["json_valid_rate"]],
-        ["RLHF wins over SFT (reward model)", "-", d.get("win_rate_rm", "-")],
-        ["RLHF wins over SFT (simulated operator)", "-", d.get("win_rate_operator", "-")],
+        ["JSON-valid rate", sft_valid, model.json_valid_rate],
+        ["RLHF wins over SFT (reward model)", "-", _or_dash(model.win_rate_rm)],
+        ["RLHF wins over SFT (simulated operator)", "-", _or_dash(model.win_rate_operator)],
     ]
-    deployed = d.get("deployed", "rlhf")
+    deployed_dir = model.model_dir if model.deployed_dir is None else model.deployed_dir
     return (
         "<h2>Instruction model</h2><p class='note'>held-out paraphrases; the RLHF model generates with "
         f"vLLM during RL. Deployed (the gate: RLHF only if not worse than SFT on validation): "
-        f"<b>{deployed.upper()}</b>, <code>{html.escape(str(d.get('deployed_dir', d['model_dir'])))}</code></p>"
+        f"<b>{model.deployed.upper()}</b>, <code>{html.escape(str(deployed_dir))}</code></p>"
         + html_table(["metric", "SFT", "RLHF"], rows)
         + img_tag(fig, "instruction accuracy")
     )
 
 
+def _or_dash(value):
+    return "-" if value is None else value
+
+
 def _field(stages: dict, out: Path) -> str:
     import matplotlib.pyplot as plt
 
-    if "analyse" not in stages:
+    a = Analysed.recorded(stages)
+    if a is None:
         return _pending("Field vs campaign KPIs")
-    a = stages["analyse"]["data"]
     keys = ["tracking_error_lin", "tracking_error_ang"]
     series = {
-        "campaign (twin)": [a["baseline_kpis"].get(k, float("nan")) for k in keys],
-        "field, operator script": [a["duty_kpis"][k] for k in keys],
-        "field, instruction session": [a["instruction_session_kpis"][k] for k in keys],
+        "campaign (twin)": [a.baseline_kpis.get(k, float("nan")) for k in keys],
+        "field, operator script": [a.duty_kpis[k] for k in keys],
+        "field, instruction session": [a.instruction_session_kpis[k] for k in keys],
     }
-    final = stages.get("final", {}).get("data")
+    final = Checked.recorded(stages)
     if final:
-        label = "field, operator script, retrained" if final["promoted"] else "field, operator script, again"
-        series[label] = [final["field_kpis"][k] for k in keys]
+        label = "field, operator script, retrained" if final.promoted else "field, operator script, again"
+        series[label] = [final.field_kpis[k] for k in keys]
     fig, ax = plt.subplots(figsize=(8, 3))
     width = 0.8 / len(series)
     ax.set_title("KPI means (the trigger compares the operator script's with the campaign's)", fontsize=10)
@@ -214,18 +228,18 @@ def _field(stages: dict, out: Path) -> str:
         ax.bar([j + i * width for j in range(len(keys))], values, width, label=label)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(keys))], ["tracking error lin (m/s)", "yaw rate (rad/s)"])
     ax.legend(fontsize=8)
-    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in a["reasons"]) or "<li>no drift</li>"
-    damage = "".join(f"<li>{html.escape(x)}</li>" for x in a["damage"])
+    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in a.reasons) or "<li>no drift</li>"
+    damage = "".join(f"<li>{html.escape(x)}</li>" for x in a.damage)
     gait = _field_gait(a, final)
     closed = "".join(
         f"<li>{html.escape(k)}: {100 * c:.0f}% of the field-vs-campaign gap closed</li>"
-        for k, c in (final or {}).get("gap_closed", {}).items()
+        for k, c in (final.gap_closed if final else {}).items()
         if c is not None
     )
     return (
         "<h2>Field vs campaign KPIs</h2><p class='note'>field = the hidden-parameter field twin over ROS 2 "
         f"(sim_bridge_node), KPIs from the recorded MCAP logs with the campaign's KPI code; the trigger compares "
-        f"the operator script's ({a['episodes']} episodes) with the campaign means in the manifest</p>"
+        f"the operator script's ({a.episodes} episodes) with the campaign means in the manifest</p>"
         f"<ul>{reasons}</ul>"
         + (f"<p>damaged log spans:</p><ul>{damage}</ul>" if damage else "")
         + html_table(["", *keys], [[k, *v] for k, v in series.items()])
@@ -235,45 +249,45 @@ def _field(stages: dict, out: Path) -> str:
     )
 
 
-def _field_gait(analysed: dict, final: dict | None) -> str:
+def _field_gait(analysed: Analysed, final: Checked | None) -> str:
     """The gait KPIs of the field logs beside the campaign's: a table, or "" when the logs carry no foot forces."""
-    keys = [k for k in GAIT_KPIS if k in analysed["duty_kpis"]]
+    keys = [k for k in GAIT_KPIS if k in analysed.duty_kpis]
     if not keys:
         return ""
     rows = [
-        ["campaign (twin)", *(analysed["baseline_kpis"].get(k, float("nan")) for k in keys)],
-        ["field, operator script", *(analysed["duty_kpis"][k] for k in keys)],
-        ["field, instruction session", *(analysed["instruction_session_kpis"].get(k, float("nan")) for k in keys)],
+        ["campaign (twin)", *(analysed.baseline_kpis.get(k, float("nan")) for k in keys)],
+        ["field, operator script", *(analysed.duty_kpis[k] for k in keys)],
+        ["field, instruction session", *(analysed.instruction_session_kpis.get(k, float("nan")) for k in keys)],
     ]
     if final:
         rows.append(
-            ["field, operator script, after retraining", *(final["field_kpis"].get(k, float("nan")) for k in keys)]
+            ["field, operator script, after retraining", *(final.field_kpis.get(k, float("nan")) for k in keys)]
         )
     return "<p>gait (foot contacts from /foot_forces):</p>" + html_table(["", *keys], rows)
 
 
 def _sysid(stages: dict, out: Path) -> str:
-    if "retrain" not in stages:
+    r = Retrained.recorded(stages)
+    if r is None:
         return _pending("System identification")
-    d = stages["retrain"]["data"]
     if stages["retrain"]["verdict"] == "skipped":
         return "<h2>System identification</h2><p class='note'>not needed: no drift</p>"
-    field_twin = Path(stages["deploy"]["data"]["field_twin"])
+    field_twin = Path(Deployed.recorded(stages).field_twin)
     hidden = load_field_robot(field_twin).hidden if field_twin.is_file() else {}
-    estimates = d.get("estimates") or {k: {"value": v} for k, v in d["identified"].items()}
+    estimates = r.estimates or {k: {"value": v} for k, v in r.identified.items()}
     rows = [[k, e["value"], _interval(e), str(hidden.get(k, "-"))] for k, e in estimates.items()]
-    before, after = d.get("sysid_error_before"), d.get("sysid_error_after")
+    before, after = r.sysid_error_before, r.sysid_error_after
     fit = ""
     if before is not None and after is not None:
         fit = (
             f"<p>trajectory error of the twin replaying the logged commands: {before:.4g} before, {after:.4g} "
             f"after identification ({100 * (1 - after / before):.0f}% lower)</p>"
         )
-    img = img_tag(_sysid_figure(d["identified"], hidden, before, after), "system id fit") if d["identified"] else ""
-    plot = d.get("sysid_plot")  # the retraining's own figure: logged velocities beside both twins' replays
+    img = img_tag(_sysid_figure(r.identified, hidden, before, after), "system id fit") if r.identified else ""
+    plot = r.sysid_plot  # the retraining's own figure: logged velocities beside both twins' replays
     if plot and Path(plot).is_file():
         img += f"<img alt='replayed trajectories' src='data:image/png;base64,{_b64(Path(plot))}'>"
-    verdicts = d.get("campaigns", {})
+    verdicts = r.campaigns
     camp = (
         html_table(["campaign", "passed"], [[k, "pass" if v.get("passed") else "FAIL"] for k, v in verdicts.items()])
         if verdicts
@@ -285,8 +299,7 @@ def _sysid(stages: dict, out: Path) -> str:
         + fit
         + img
         + camp
-        + f"<p>{'promoted' if d['promoted'] else 'not promoted'}: "
-        f"{html.escape(str(d.get('promotion_reason', '')))}</p>"
+        + f"<p>{'promoted' if r.promoted else 'not promoted'}: {html.escape(str(r.promotion_reason))}</p>"
     )
 
 
@@ -318,10 +331,12 @@ def _sysid_figure(identified: dict, hidden: dict, before: float | None, after: f
 
 
 def _lineage(stages: dict, out: Path) -> str:
-    if "final" not in stages:
+    final = Checked.recorded(stages)
+    if final is None:
         return _pending("Lineage of the artifact in service")
-    artifact = stages["final"]["data"]["artifact"]
-    chain = stages.get("retrain", {}).get("data", {}).get("lineage") or []
+    artifact = final.artifact
+    retrained = Retrained.recorded(stages)
+    chain = (retrained.lineage if retrained else None) or []
     rows = [[str(step.get("kind", "")), str(step.get("ref", "")), str(step.get("detail", ""))] for step in chain]
     return (
         f"<h2>Lineage of the artifact in service</h2><p class='note'><code>{html.escape(str(artifact))}</code>"

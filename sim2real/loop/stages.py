@@ -207,7 +207,7 @@ def _campaign_result(outcome) -> StageResult:
 # ---------------------------------------------------------------------------------------------- 4 instruction
 def instruction(ctx: StageContext) -> StageResult:
     from sim.robot import load_robot
-    from sim2real.rlhf_pipeline import run_pipeline
+    from sim2real.rlhf import run_pipeline
     from training.rlhf.execution import wheel_controlled
 
     # the simulated operator judges plans by what the robot does with them: a robot without the hand-written
@@ -225,7 +225,7 @@ def instruction(ctx: StageContext) -> StageResult:
 
     # the exported model is what instruction_node runs on the robot: it verifies this signature before loading
     signed_by = sign_artifact(r["onnx_dir"], signing_key(ctx))
-    # the gate (rlhf_pipeline) chose the deployed model on the validation split; the stage passes when that model
+    # the gate (sim2real.rlhf) chose the deployed model on the validation split; the stage passes when that model
     # meets the budget's floor on held-out
     floor, v = ctx.settings["accuracy_floor"], r["validation"]
     on_target = r["intent_accuracy_deployed"] >= floor and r["json_valid_rate_deployed"] >= 1.0
@@ -346,8 +346,8 @@ def log_kpis(path: Path, manifest) -> tuple[FieldKpis, list[str], list[str]]:
 def retrain(ctx: StageContext) -> StageResult:
     if not Analysed.of(ctx).retrain:
         return StageResult(SKIPPED, "no drift detected: the deployed artifact stays", Retrained(promoted=False))
-    from sim2real.retrain_pipeline import RetrainRequest
-    from sim2real.retrain_pipeline import retrain as run_retrain
+    from sim2real.retrain import RetrainRequest
+    from sim2real.retrain import retrain as run_retrain
 
     request = RetrainRequest(
         Path(Deployed.of(ctx).logs) / "duty",  # the evidence the trigger fired on

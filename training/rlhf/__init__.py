@@ -9,7 +9,7 @@
 One module per stage (config, corpus, sft, prefs, reward_model, rl, evaluate, export_onnx) and per tool they share
 (model, generation, engine, execution, operator, ...). The names below are imported on first use (PEP 562
 `__getattr__`), so `import training.rlhf` or reading a config does not load torch, transformers or vLLM.
-The function `evaluate` stays in its module: `training.rlhf.evaluate` names the module (sim2real.rlhf_report
+The function `evaluate` stays in its module: `training.rlhf.evaluate` names the module (sim2real.rlhf.report
 imports it so), and a package attribute cannot be both.
 """
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from edge.fileio import sha256_file
 from sim2real.pipeline import Progress
-from sim2real.retrain_pipeline import RetrainRequest, RetrainResult, retrain
+from sim2real.retrain.pipeline import RetrainRequest, RetrainResult, retrain
 from training.retrain.ingest import log_files
 from training.retrain.registry import Registry
 
