@@ -20,7 +20,6 @@ from pathlib import Path
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
@@ -29,22 +28,11 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
 from ros_nodes.diagnostics import ERROR, OK, diagnostic_array
+from ros_nodes.field_recorder_params import FieldRecorderParams
+from ros_nodes.params import declare, read
 from ros_nodes.qos import STATUS
 from ros_nodes.recovery import recover_partial_segments
 from ros_nodes.spin import ignore_interrupts, init, start
-
-# relative names: under a namespace (two robots on one DDS domain) each recorder logs only its own robot's topics
-DEFAULT_TOPICS = [
-    "joint_states",
-    "imu/data",
-    "odom",
-    "foot_forces",
-    "cmd_vel",
-    "instruction",
-    "joint_commands",
-    "safe_mode",
-    "diagnostics",
-]
 
 
 def message_class(type_name: str):
@@ -56,14 +44,12 @@ def message_class(type_name: str):
 class FieldRecorder(Node):
     def __init__(self, **kwargs):
         super().__init__("field_recorder", **kwargs)
-        self.declare_parameter("topics", DEFAULT_TOPICS, ParameterDescriptor(description="topics to record"))
-        self.declare_parameter("output_dir", "field_logs", ParameterDescriptor(description="directory for segments"))
-        self.declare_parameter("segment_s", 60.0, ParameterDescriptor(description="rotate after this many seconds"))
-        self.declare_parameter("segment_mb", 256.0, ParameterDescriptor(description="rotate after this many MB"))
-        self.topics = [self.resolve_topic_name(t) for t in self.get_parameter("topics").value]
-        self.output_dir = Path(self.get_parameter("output_dir").value)
-        self.segment_s = float(self.get_parameter("segment_s").value)
-        self.segment_bytes = float(self.get_parameter("segment_mb").value) * 1e6
+        declare(self, FieldRecorderParams)
+        p = read(self, FieldRecorderParams)
+        self.topics = [self.resolve_topic_name(t) for t in p.topics]
+        self.output_dir = Path(p.output_dir)
+        self.segment_s = p.segment_s
+        self.segment_bytes = p.segment_mb * 1e6
         self.output_dir.mkdir(parents=True, exist_ok=True)
         for r in recover_partial_segments(self.output_dir):
             if r.messages:

@@ -28,9 +28,8 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import String
 
-from edge.errors import ConfigError
 from edge.fileio import atomic_write_bytes
-from edge.instruct.onnx_generator import BACKENDS, OnnxGenerator, providers_for
+from edge.instruct.onnx_generator import OnnxGenerator, providers_for
 from edge.instruct.plan import STOP, Plan, plan_to_dicts
 from edge.instruct.planner import InstructionPlanner, Planned
 from edge.instruct.prompt import state_summary
@@ -38,51 +37,23 @@ from edge.instruct.safety import is_stop, limits_from_manifest, screen_instructi
 from edge.signing import require_signed, trusted_key_paths
 from ros_nodes import qos
 from ros_nodes.checks import log_check
-from ros_nodes.params import describe
+from ros_nodes.instruction_params import InstructionParams
+from ros_nodes.params import declare, read
 from ros_nodes.spin import ignore_interrupts, init, start
 
 
 class InstructionNode(Node):
     def __init__(self, **kwargs):
         super().__init__("instruction_node", **kwargs)
-        self.declare_parameter(
-            "model", "", describe("exported instruction model directory (training.rlhf.export_onnx)")
-        )
-        self.declare_parameter("backend", "auto", describe(f"ONNX Runtime providers: {', '.join(BACKENDS)}"))
-        self.declare_parameter(
-            "threads", 1, describe("ONNX Runtime intra-op threads (0: one per core)", low=0, high=64, integer=True)
-        )
-        self.declare_parameter("artifact", "", describe("policy artifact; its manifest's command limits clamp plans"))
-        self.declare_parameter("max_duration_s", 30.0, describe("longest plan executed (s)", low=0.1, high=600.0))
-        self.declare_parameter(
-            "rate_hz", 20.0, describe("/cmd_vel publish rate while a plan runs", low=1.0, high=200.0)
-        )
-        self.declare_parameter("constrained", True, describe("grammar-constrained decoding (plans always parse)"))
-        self.declare_parameter(
-            "trusted_keys",
-            "/etc/sim2real/trusted_keys",
-            describe(
-                "comma-separated public keys (PEM files, or directories of *.pub) model and artifact verify against"
-            ),
-        )
-        self.declare_parameter(
-            "allow_unsigned", False, describe("run an unsigned or wrongly signed model, with a WARN (development only)")
-        )
-        self.declare_parameter(
-            "modules_file", "", describe("debug: at exit, write the process's imported modules here")
-        )
-        get = self.get_parameter
-        model, artifact, backend = (str(get(k).value) for k in ("model", "artifact", "backend"))
-        for name, value, what in (("model", model, "exported instruction model"), ("artifact", artifact, "policy")):
-            if not value:
-                raise ConfigError(f"parameter '{name}' ({what} directory) is required")
-        keys, allow_unsigned = trusted_key_paths(str(get("trusted_keys").value)), bool(get("allow_unsigned").value)
-        for directory in (model, artifact):  # the artifact's limits clamp every plan: it is trusted only signed too
-            log_check(self.get_logger(), require_signed(directory, keys, allow_unsigned), about=str(directory))
-        self.limits = limits_from_manifest(artifact, float(get("max_duration_s").value))
-        generator = OnnxGenerator(model, providers_for(backend), threads=int(get("threads").value))
-        self.planner = InstructionPlanner(generator, self.limits, constrained=bool(get("constrained").value))
-        self._modules_file = str(get("modules_file").value)
+        declare(self, InstructionParams)
+        p = read(self, InstructionParams)  # a backend outside its choices, a missing model or artifact: one line
+        keys = trusted_key_paths(p.trusted_keys)
+        for directory in (p.model, p.artifact):  # the artifact's limits clamp every plan: it is trusted only signed too
+            log_check(self.get_logger(), require_signed(directory, keys, p.allow_unsigned), about=str(directory))
+        self.limits = limits_from_manifest(p.artifact, p.max_duration_s)
+        generator = OnnxGenerator(p.model, providers_for(p.backend), threads=p.threads)
+        self.planner = InstructionPlanner(generator, self.limits, constrained=p.constrained)
+        self._modules_file = p.modules_file
         self._lock = threading.Lock()
         self._seq = 0  # the latest instruction; a finished generation for an older one is dropped
         self._inbox: tuple[int, str, str] | None = None  # the one instruction waiting for the model (seq, text, state)
@@ -102,11 +73,11 @@ class InstructionNode(Node):
         )
         self.create_subscription(String, "instruction", self._on_instruction, qos.COMMAND)
         self.create_subscription(Odometry, "odom", self._on_odom, qos.SENSOR)
-        self.create_timer(1.0 / float(get("rate_hz").value), self._tick)
+        self.create_timer(1.0 / p.rate_hz, self._tick)
         self._worker = threading.Thread(target=self._work, name="instruction_model", daemon=True)
         self._worker.start()
         self.get_logger().info(
-            f"ready: {model} on {', '.join(generator.providers)}; limits from {artifact}: vx {self.limits.vx}, "
+            f"ready: {p.model} on {', '.join(generator.providers)}; limits from {p.artifact}: vx {self.limits.vx}, "
             f"vy {self.limits.vy}, wz {self.limits.wz}, max {self.limits.max_duration_s:g} s"
         )
 

@@ -23,7 +23,7 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool, String
 from std_srvs.srv import SetBool
 
-from edge.errors import EdgeError
+from edge.errors import ConfigError, EdgeError
 from edge.runtime import load_policy
 from edge.signing import require_signed, trusted_key_paths
 from edge.validation import require_validated
@@ -55,9 +55,10 @@ class PolicyNode(Node):
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: State) -> TransitionCallbackReturn:
-        p = self.params = read(self, PolicyParams)
-        if p.problem():
-            self.get_logger().error(p.problem())
+        try:
+            p = self.params = read(self, PolicyParams)
+        except ConfigError as e:  # a value outside its choices: one line, the node stays up, unconfigured
+            self.get_logger().error(str(e))
             return TransitionCallbackReturn.FAILURE
         try:
             # the signature first: nothing of an artifact nobody trusted is read further
@@ -93,8 +94,8 @@ class PolicyNode(Node):
                 Twist, "cmd_vel", lambda msg: self.control.inputs.cmd_vel(msg, self._now()), qos.COMMAND
             ),
         ]
-        self.get_logger().info(
-            f"configured {p.artifact}: {m.robot['name']}, {m.action_dim} joints, "
+        self.get_logger().info(  # "configure successful", as ros2_controllers log it
+            f"configure successful: {p.artifact}: {m.robot['name']}, {m.action_dim} joints, "
             f"{1 / self.period:.0f} Hz, {policy.backend} ({policy.reason})"
         )
         return TransitionCallbackReturn.SUCCESS

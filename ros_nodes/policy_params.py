@@ -1,5 +1,6 @@
-"""policy_node's parameters: name, default, description and range, in one place (`ros2 param describe` shows them;
-the launch files and config/ros/robot.yaml set them)."""
+"""policy_node's parameters: name, default, description, range and choices, in one place (`ros2 param describe`
+shows them; the launch files and config/ros/robot.yaml set them). `params.read` refuses a value outside the choices
+at configure."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from dataclasses import dataclass
 from edge.manifest import SAFE_MODES
 from edge.runtime import BACKENDS
 from ros_nodes.joint_output import OUTPUT_TYPES
-from ros_nodes.params import parameter
+from ros_nodes.params import allow_unsigned_parameter, parameter, trusted_keys_parameter
+from ros_nodes.spin import EXECUTORS
 
 TRIGGERS = ("timer", "joint_states")
 
@@ -16,7 +18,7 @@ TRIGGERS = ("timer", "joint_states")
 @dataclass(frozen=True)
 class PolicyParams:
     artifact: str = parameter("", "policy artifact directory (policy.onnx + manifest.json)")
-    backend: str = parameter("auto", f"inference backend: {', '.join(BACKENDS)}")
+    backend: str = parameter("auto", f"inference backend: {', '.join(BACKENDS)}", choices=BACKENDS)
     rate_hz: float = parameter(0.0, "control rate override; 0 = the manifest's", low=0, high=2000)
     stale_periods: int = parameter(
         2, "inputs older than this many control periods are stale", low=1, high=100, integer=True
@@ -25,36 +27,25 @@ class PolicyParams:
     max_vx: float = parameter(0.0, "|vx| command limit (m/s); 0 = the manifest's", low=0, high=10)
     max_vy: float = parameter(0.0, "|vy| command limit (m/s); 0 = the manifest's", low=0, high=10)
     max_wz: float = parameter(0.0, "|wz| command limit (rad/s); 0 = the manifest's", low=0, high=20)
-    output_type: str = parameter("float64_array", "float64_array (forward_command_controller) or joint_trajectory")
+    output_type: str = parameter(
+        "float64_array", "float64_array (forward_command_controller) or joint_trajectory", choices=OUTPUT_TYPES
+    )
     allow_unvalidated: bool = parameter(False, "run an artifact without a passing campaign verdict (development only)")
-    trusted_keys: str = parameter(
-        "/etc/sim2real/trusted_keys",
-        "comma-separated public keys (PEM files, or directories of *.pub) artifacts are verified against",
+    trusted_keys: str = trusted_keys_parameter("the artifact")
+    allow_unsigned: bool = allow_unsigned_parameter("artifact")
+    safe_mode: str = parameter(
+        "", "on a fault or an e-stop: hold or damp; '' = the manifest's (the robot YAML's)", choices=("", *SAFE_MODES)
     )
-    allow_unsigned: bool = parameter(
-        False, "run an unsigned or wrongly signed artifact, with a WARN (development only)"
-    )
-    safe_mode: str = parameter("", "on a fault or an e-stop: hold or damp; '' = the manifest's (the robot YAML's)")
     trigger: str = parameter(
         "timer",
         "timer: tick at the control rate; joint_states: tick once per /joint_states, when the other inputs of that "
         "instant are in (the driver sets the rate; the timer then only watches for silence)",
+        choices=TRIGGERS,
     )
     autostart: bool = parameter(True, "configure and activate at start-up")
     executor: str = parameter(
         "events",
         "events: rclpy's EventsExecutor (C++ event queue, a fraction of the per-callback cost); "
         "single: SingleThreadedExecutor",
+        choices=EXECUTORS,
     )
-
-    def problem(self) -> str | None:
-        """What configure refuses (None: nothing)."""
-        if self.backend not in BACKENDS:
-            return f"backend {self.backend!r}: use {', '.join(BACKENDS)}"
-        if self.output_type not in OUTPUT_TYPES:
-            return f"output_type {self.output_type!r}: use {' or '.join(OUTPUT_TYPES)}"
-        if self.safe_mode not in ("", *SAFE_MODES):
-            return f"safe_mode {self.safe_mode!r}: use {' or '.join(SAFE_MODES)} (or '' for the manifest's)"
-        if self.trigger not in TRIGGERS:
-            return f"trigger {self.trigger!r}: use {' or '.join(TRIGGERS)}"
-        return None

@@ -33,9 +33,9 @@ from std_msgs.msg import Float64MultiArray, String
 from edge.manifest import SAFE_MODES
 from edge.observation import rotate_world_to_base
 from ros_nodes import qos
-from ros_nodes.params import describe
+from ros_nodes.params import declare, read
+from ros_nodes.sim_bridge_params import SimBridgeParams
 from ros_nodes.spin import ignore_interrupts, init, start
-from sim.errors import SimError
 from sim.field_robot import FieldRobot, load_field_robot
 from sim.randomization import PhysicsParams, RandomizationConfig
 from sim.twin import BatchedTwin
@@ -47,47 +47,20 @@ def to_time_msg(nanoseconds: int) -> Time:
 
 class SimBridge(Node):
     def __init__(self, **kwargs):
-        super().__init__("sim_bridge", **kwargs)
-        self.declare_parameter("robot", "rover", describe("robot name or YAML path"))
-        self.declare_parameter(
-            "field_twin", "", describe("field robot YAML: hidden twin parameters and effects; '' = nominal")
-        )
-        self.declare_parameter("lockstep", False, describe("own /clock and step when commands arrive"))
-        self.declare_parameter(
-            "lockstep_timeout_s",
-            1.0,
-            describe("send a state again when no command answered it for this wall time", low=0.01, high=60.0),
-        )
-        self.declare_parameter("seed", 0, describe("twin seed"))
-        self.declare_parameter(
-            "cmd_timeout_s",
-            0.5,
-            describe(
-                "real time: no joint_commands for this long applies the safe mode (ros2_control's)", low=0.01, high=60.0
-            ),  # fmt: skip
-        )
-        self.declare_parameter("safe_mode", "", describe("hold or damp; '' = the robot YAML's"))
-        self.lockstep = bool(self.get_parameter("lockstep").value)
-        self.timeout_s = float(self.get_parameter("lockstep_timeout_s").value)
-        self.cmd_timeout_s = float(self.get_parameter("cmd_timeout_s").value)
-
-        field = str(self.get_parameter("field_twin").value)
+        super().__init__("sim_bridge_node", **kwargs)
+        declare(self, SimBridgeParams)
+        p = read(self, SimBridgeParams)  # a safe_mode outside its choices: one line
+        self.lockstep, self.timeout_s, self.cmd_timeout_s = p.lockstep, p.lockstep_timeout_s, p.cmd_timeout_s
         self.twin = BatchedTwin(
-            str(self.get_parameter("robot").value),
-            num_envs=1,
-            seed=int(self.get_parameter("seed").value),
-            randomization=RandomizationConfig(enabled=False),
-            nthread=0,
+            p.robot, num_envs=1, seed=p.seed, randomization=RandomizationConfig(enabled=False), nthread=0
         ).hold_commands()
         self.twin.reset()
-        config = load_field_robot(field)
-        if field:
+        config = load_field_robot(p.field_twin)
+        if p.field_twin:
             self.get_logger().info(f"field robot: {config.hidden}, effects {config.effects}")
         spec = self.twin.spec
         self.field = FieldRobot(self.twin, config)  # the "real robot": its hidden parameters and effects
-        self.safe_mode = str(self.get_parameter("safe_mode").value) or spec.safe_mode
-        if self.safe_mode not in SAFE_MODES:
-            raise SimError(f"safe_mode {self.safe_mode!r} is not one of {', '.join(SAFE_MODES)}")
+        self.safe_mode = p.safe_mode or spec.safe_mode  # the robot YAML's is one of SAFE_MODES (sim.robot checks)
         self.mode = ""  # "" follows joint_commands; hold or damp while in a safe mode
         self._timed_out = False  # the safe mode came from a command timeout (left when commands resume)
         self.timeouts = 0  # times joint_commands went silent for longer than cmd_timeout_s
@@ -235,7 +208,7 @@ class SimBridge(Node):
 
 def main(args: list[str] | None = None) -> None:
     init(args)
-    node = start("sim_bridge", SimBridge)  # a bad robot, field twin or safe mode: one line, exit 2
+    node = start("sim_bridge_node", SimBridge)  # a bad robot, field twin or safe mode: one line, exit 2
     try:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):

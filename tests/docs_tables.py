@@ -1,4 +1,5 @@
-"""The docs' budget tables, rendered from the configs they restate, so a config change cannot leave a doc behind.
+"""The docs' budget and node parameter tables, rendered from the configs and parameter structs they restate, so a
+config or parameter change cannot leave a doc behind.
 
 Each table sits in its page between `<!-- table: NAME ... -->` and `<!-- end table -->`; tests/test_docs_tables.py
 fails when a page's table is not what its config renders now.
@@ -9,9 +10,11 @@ fails when a page's table is not what its config renders now.
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,11 +113,52 @@ def retrain_budgets() -> str:
     return _table(("budget", "system id", "fine-tuning", "campaign"), rows)
 
 
+def _code(value: object) -> str:
+    """A parameter's value as the parameter file writes it: true/false, '' for the empty string, lists item by item."""
+    if isinstance(value, tuple):
+        return ", ".join(_code(v) for v in value)
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return "`''`" if value == "" else f"`{value}`"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def node_parameters(module: str, struct: str) -> Callable[[], str]:
+    """A node's parameters (its struct in ros_nodes/*_params.py): name, default, the range or the choices, the
+    description `ros2 param describe` shows."""
+
+    def render() -> str:
+        rows = []
+        for f in fields(getattr(importlib.import_module(module), struct)):
+            d, choices = f.metadata["descriptor"], f.metadata["choices"]
+            ranges = [*d.integer_range, *d.floating_point_range]
+            allowed = ", ".join(_code(c) for c in choices) if choices else ""
+            if ranges:
+                allowed = f"{_number(ranges[0].from_value)} to {_number(ranges[0].to_value)}"
+            rows.append((f"`{f.name}`", _code(f.default), allowed, d.description.replace("|", "\\|")))
+        return _table(("parameter", "default", "range or choices", "meaning"), rows)
+
+    return render
+
+
 # table name -> (page, renderer)
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "rlhf-budgets": ("docs/rlhf.md", rlhf_budgets),
     "loop-budgets": ("docs/loop.md", loop_budgets),
     "retrain-budgets": ("docs/retraining.md", retrain_budgets),
+    "policy_node-parameters": ("docs/ros.md", node_parameters("ros_nodes.policy_params", "PolicyParams")),
+    "sim_bridge_node-parameters": ("docs/ros.md", node_parameters("ros_nodes.sim_bridge_params", "SimBridgeParams")),
+    "field_recorder-parameters": (
+        "docs/ros.md",
+        node_parameters("ros_nodes.field_recorder_params", "FieldRecorderParams"),
+    ),
+    "instruction_node-parameters": (
+        "docs/ros.md",
+        node_parameters("ros_nodes.instruction_params", "InstructionParams"),
+    ),
 }
 
 

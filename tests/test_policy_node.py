@@ -205,13 +205,16 @@ def _lifecycle(node, ex):
 
 def test_lifecycle_transitions(rover_artifact):
     with (
-        node_process("ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false", ALLOW, UNSIGNED),
+        node_process(
+            "ros_nodes.policy_node", f"artifact:={rover_artifact}", "autostart:=false", ALLOW, UNSIGNED
+        ) as proc,
         probe_node() as (node, ex),
     ):
         rover = FakeRover(node)
         transition, state = _lifecycle(node, ex)
         assert state() == "unconfigured"
         assert transition(Transition.TRANSITION_CONFIGURE) and state() == "inactive"
+        assert proc.wait_for_output("configure successful", timeout=5), proc.output  # as ros2_controllers log it
         spin_until(ex, lambda: False, 0.3)
         assert rover.commands == []  # inactive: no commands
         assert transition(Transition.TRANSITION_ACTIVATE) and state() == "active"

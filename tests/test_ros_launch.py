@@ -153,7 +153,7 @@ def test_robot_launch_under_ros2_tools(tools, install, signed, tmp_path):
         bridge = sh.start(f"ros2 run edge sim_bridge_node --ros-args -r __ns:={ns}", tmp_path / "bridge.log", tmp_path)
         launch = sh.start(f"ros2 launch edge robot_policy.launch.py {robot_args(signed, 'r1')}", log, tmp_path)
         sh.start_daemon()
-        sh.wait_for_nodes({f"{ns}/{n}" for n in (*ROBOT_NODES, "sim_bridge")})
+        sh.wait_for_nodes({f"{ns}/{n}" for n in (*ROBOT_NODES, "sim_bridge_node")})
         wait_active(sh, f"{ns}/policy_node")  # launch configured, then activated it
         assert len(echo_once(sh, f"{ns}/joint_commands")["data"]) == 2  # the rover's two wheels
 
@@ -210,7 +210,7 @@ def test_sim_in_the_loop_launch_under_ros2_tools(tools, install, signed, tmp_pat
     with ros_shell(tools, install, 1, tmp_path / "ros-logs") as sh:
         launch = sh.start(f"ros2 launch edge sim_in_the_loop.launch.py {robot_args(signed, 'sil')}", log, tmp_path)
         sh.start_daemon()
-        sh.wait_for_nodes({f"{ns}/{n}" for n in (*ROBOT_NODES, "sim_bridge")})
+        sh.wait_for_nodes({f"{ns}/{n}" for n in (*ROBOT_NODES, "sim_bridge_node")})
         wait_active(sh, f"{ns}/policy_node")
         sh.ok(f"ros2 topic pub -w 2 -t 50 -r 20 {ns}/cmd_vel geometry_msgs/msg/Twist '{{linear: {{x: {VX}}}}}'")
         launch.send_signal(signal.SIGINT)
