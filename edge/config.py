@@ -33,7 +33,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from edge.errors import ConfigError, UserFixableError
 from edge.fileio import read_yaml_mapping
@@ -334,14 +334,15 @@ def _kind(tp: Any, plural: bool = False) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _is_dataclass_type(tp: Any) -> bool:
+def _is_dataclass_type(tp: Any) -> TypeGuard[type]:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
 def _as_mapping(value: Any) -> dict:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
-    return dict(value)
+    """A mapping, or a dataclass instance's init fields, as a dict (the callers pass one or the other)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
 
 
 # ---------------------------------------------------------------------------------------------- command line

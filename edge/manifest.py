@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from edge.config import setting
 from edge.errors import ArtifactError
@@ -156,7 +157,7 @@ def _per_joint(value, n: int, key: str) -> np.ndarray:
 
 def action_limits(
     robot: Mapping,
-    target_limits: tuple[Sequence[float], Sequence[float]] | None,
+    target_limits: tuple[ArrayLike, ArrayLike] | None,
     clip_actions: float | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-joint action limits (action units) from target limits (target units; +-inf for an unlimited joint) and

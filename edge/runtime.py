@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import onnxruntime as ort
@@ -52,7 +53,8 @@ class OnnxRuntimePolicy(Policy):
         self._outputs = [manifest.policy["output"]]
 
     def _run(self, obs: np.ndarray) -> np.ndarray:
-        return self.session.run(self._outputs, {self._input: obs})[0]
+        # check_io held the output to a [batch, action_dim] tensor (onnxruntime's annotation allows sparse, list, dict)
+        return cast(np.ndarray, self.session.run(self._outputs, {self._input: obs})[0])
 
 
 def load_policy(

@@ -16,11 +16,15 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edge.config import setting
 from edge.errors import ArtifactError, EdgeError
 from edge.fileio import atomic_write_bytes, sha256_bytes
 from edge.manifest import MANIFEST_FILE, SIGNATURE_FILE
+
+if TYPE_CHECKING:  # cryptography is imported when a key is used (the robot extra brings it)
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 SCHEMA_VERSION = 1
 DOMAIN = b"sim2real-artifact-signature-v1\n"  # a signature over a manifest is never valid for anything else
@@ -137,9 +141,9 @@ def load_private_key(path: str | Path = DEFAULT_KEY):
     return key
 
 
-def load_public_keys(paths: Iterable[str | Path]) -> dict[str, object]:
+def load_public_keys(paths: Iterable[str | Path]) -> dict[str, Ed25519PublicKey]:
     """Trusted public keys by key id, from PEM files or directories of *.pub files."""
-    keys: dict[str, object] = {}
+    keys: dict[str, Ed25519PublicKey] = {}
     for entry in paths:
         entry = Path(entry)
         files = sorted(entry.glob("*.pub")) if entry.is_dir() else [entry]
@@ -171,7 +175,7 @@ def sign_artifact(artifact_dir: str | Path, private_key: str | Path = DEFAULT_KE
     return body["key_id"]
 
 
-def verify_artifact(artifact_dir: str | Path, trusted: Mapping[str, object]) -> str:
+def verify_artifact(artifact_dir: str | Path, trusted: Mapping[str, Ed25519PublicKey]) -> str:
     """The key id that signed the artifact's manifest; SignatureError unless a trusted key did."""
     from cryptography.exceptions import InvalidSignature
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,14 +25,15 @@ TRT_NEEDS = "TensorRT needs a CUDA GPU"
 
 def _cudart():
     try:
-        from cuda.bindings import runtime as cudart  # cuda-python >= 12.8
+        # cuda-python >= 12.8; cuda-python and tensorrt come with JetPack or a CUDA machine, not with any extra here
+        from cuda.bindings import runtime as cudart  # pyright: ignore[reportMissingImports]
     except ImportError:
-        from cuda import cudart  # older cuda-python, as on JetPack 6
+        from cuda import cudart  # pyright: ignore[reportMissingImports]  # older cuda-python, as on JetPack 6
     return cudart
 
 
-def _cuda(cudart, result: tuple):
-    """cuda-python calls return (error, *values): raise on an error, else return the value(s)."""
+def _cuda(cudart, result: tuple) -> Any:
+    """cuda-python calls return (error, *values): raise on an error, else return the value(s) (untyped handles)."""
     err, *values = result
     if err != cudart.cudaError_t.cudaSuccess:
         raise BackendUnavailable(f"CUDA call failed: {err}")
@@ -41,7 +43,7 @@ def _cuda(cudart, result: tuple):
 def tensorrt_unavailable_reason() -> str | None:
     """None when TensorRT can run here, else a one-line reason starting with TRT_NEEDS."""
     try:
-        import tensorrt  # noqa: F401
+        import tensorrt  # noqa: F401  # pyright: ignore[reportMissingImports]
     except (ImportError, OSError) as e:  # OSError: the wheel is there but libnvinfer is not
         return f"{TRT_NEEDS}: the tensorrt package cannot be imported ({e})"
     try:
@@ -71,7 +73,7 @@ def engine_path(
 
 def build_engine(onnx_bytes: bytes, input_name: str, obs_dim: int, *, fp16: bool = True, max_batch: int = 256) -> bytes:
     """A serialized TensorRT engine (plan) for `onnx_bytes`, batch 1..max_batch, tuned for batch 1."""
-    import tensorrt as trt
+    import tensorrt as trt  # pyright: ignore[reportMissingImports]
 
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
@@ -106,7 +108,7 @@ class TensorRTPolicy(Policy):
         why_not = tensorrt_unavailable_reason()
         if why_not is not None:
             raise BackendUnavailable(why_not)
-        import tensorrt as trt
+        import tensorrt as trt  # pyright: ignore[reportMissingImports]
 
         manifest, onnx_bytes = read_artifact(artifact_dir)
         super().__init__(manifest, safety)
@@ -157,15 +159,17 @@ class TensorRTPolicy(Policy):
         batch = obs.shape[0]
         if batch > self.max_batch:
             raise ObservationError(f"batch {batch} exceeds the engine's maximum batch {self.max_batch}")
-        cudart = self._cudart
+        cudart, stream = self._cudart, self._stream
+        if stream is None:
+            raise RuntimeError("this TensorRT policy is closed (its device buffers are freed)")
         out = np.empty((batch, self.action_dim), np.float32)
         self._context.set_input_shape(self._input, (batch, self.obs_dim))
         h2d, d2h = cudart.cudaMemcpyKind.cudaMemcpyHostToDevice, cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        _cuda(cudart, cudart.cudaMemcpyAsync(self._d_in, obs.ctypes.data, obs.nbytes, h2d, self._stream))
-        if not self._context.execute_async_v3(int(self._stream)):
+        _cuda(cudart, cudart.cudaMemcpyAsync(self._d_in, obs.ctypes.data, obs.nbytes, h2d, stream))
+        if not self._context.execute_async_v3(int(stream)):
             raise RuntimeError("TensorRT execute_async_v3 failed (its log above says why)")
-        _cuda(cudart, cudart.cudaMemcpyAsync(out.ctypes.data, self._d_out, out.nbytes, d2h, self._stream))
-        _cuda(cudart, cudart.cudaStreamSynchronize(self._stream))
+        _cuda(cudart, cudart.cudaMemcpyAsync(out.ctypes.data, self._d_out, out.nbytes, d2h, stream))
+        _cuda(cudart, cudart.cudaStreamSynchronize(stream))
         return out
 
     def close(self) -> None:

@@ -39,6 +39,7 @@ def require_validated(
     problem = validation_problem(manifest)
     if problem is None:
         v = manifest.campaign_verdict
+        assert v is not None, "validation_problem finds no verdict a problem"
         run = f"{v['backend']} ({v['episodes']} episodes, {v['validated_at']})"
         return ArtifactCheck(True, f"validated by campaign {v['campaign']!r} on {run}")
     if allow_unvalidated:

@@ -15,6 +15,23 @@ The names below are imported on first use, so `import sim.errors` does not load 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names as a type checker reads them; at run time __getattr__ imports each on first use
+    from sim.errors import CampaignError, RobotConfigError, SimError
+    from sim.randomization import PhysicsParams, RandomizationConfig
+    from sim.robot import CommandLimits, RobotSpec, load_robot
+    from sim.tasks import (
+        ObservationTerm,
+        ResetConfig,
+        RewardTerm,
+        TerminationTerm,
+        VelocityCommand,
+        VelocityTaskConfig,
+        default_task,
+        load_task,
+    )
+    from sim.twin import BatchedTwin
 
 _EXPORTS = {
     "BatchedTwin": "sim.twin",
@@ -36,7 +53,25 @@ _EXPORTS = {
     "SimError": "sim.errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [  # _EXPORTS's names, written out so that a type checker reads them
+    "BatchedTwin",
+    "CampaignError",
+    "CommandLimits",
+    "ObservationTerm",
+    "PhysicsParams",
+    "RandomizationConfig",
+    "ResetConfig",
+    "RewardTerm",
+    "RobotConfigError",
+    "RobotSpec",
+    "SimError",
+    "TerminationTerm",
+    "VelocityCommand",
+    "VelocityTaskConfig",
+    "default_task",
+    "load_robot",
+    "load_task",
+]
 
 
 def __getattr__(name: str):

@@ -195,6 +195,8 @@ def episode_kpis(traj: Trajectory, limits: RobotLimits, settle_s: float = 0.5) -
 
 def gait_kpis(traj: Trajectory, limits: RobotLimits, scored: np.ndarray) -> dict[str, np.ndarray]:
     """The GAIT_KPIS the trajectory allows (trot_index: four feet; cost_of_transport: torques and a mass)."""
+    if traj.foot_contact is None:
+        return {}
     contact = traj.foot_contact.astype(bool)
     out = {
         "mean_air_time_s": gait.mean_air_time(contact, scored, traj.dt),

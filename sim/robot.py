@@ -294,7 +294,7 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
         act.gaintype = mujoco.mjtGain.mjGAIN_FIXED
         act.biastype = mujoco.mjtBias.mjBIAS_AFFINE
         act.forcelimited = True
-        act.forcerange = [-limit, limit]
+        act.forcerange = np.array([-limit, limit])
         act.ctrllimited = False
     return mj
 

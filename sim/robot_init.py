@@ -214,7 +214,7 @@ def _pd_gains(
     """kp and kd: the flags, else the position actuators' kp and kv (velocity actuators: kv), and the joint
     damping where an actuator has no kv."""
     acts = np.arange(model.nu)
-    kinds = {_kind(model, a) for a in acts}
+    kinds = {_kind(model, a) for a in range(model.nu)}
     if kinds not in ({"position"}, {"velocity"}) and (kp is None or kd is None):
         what = "no actuators" if not kinds else "motor (torque) actuators, which carry no PD gains"
         raise RobotConfigError(f"{mjcf} has {what}: give --kp and --kd for its PD law")
@@ -231,11 +231,11 @@ def _pd_gains(
     if np.all(kv > 0):
         d.set("kd", _collapse(kv), "N m s/rad, from the actuators' kv")
         return
-    kd = _collapse(np.where(kv > 0, kv, model.dof_damping[model.jnt_dofadr[joints]]))
-    d.set("kd", kd, "N m s/rad, from the joint damping (where an actuator has no kv)")
-    d.guessed(f"kd {kd} from the joint damping (the actuators have no kv)")
+    damping = _collapse(np.where(kv > 0, kv, model.dof_damping[model.jnt_dofadr[joints]]))
+    d.set("kd", damping, "N m s/rad, from the joint damping (where an actuator has no kv)")
+    d.guessed(f"kd {damping} from the joint damping (the actuators have no kv)")
     d.check("the twin keeps the MJCF's joint damping as well: damping there is joint damping + kd")
-    if not np.any(kd):
+    if not np.any(damping):
         d.check("kd is 0 (no kv, no joint damping): set a damping gain, or the PD law oscillates")
 
 
@@ -373,8 +373,8 @@ def _feet(
 
 def _collapse(values: np.ndarray) -> float | list[float]:
     """One number when every joint has the same value, else a list of one per joint."""
-    values = [float(v) for v in values]
-    return values[0] if len(set(values)) == 1 else values
+    floats = [float(v) for v in values]
+    return floats[0] if len(set(floats)) == 1 else floats
 
 
 def render_yaml(d: RobotDraft, mjcf_name: str) -> str:

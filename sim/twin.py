@@ -38,6 +38,9 @@ _SNAPSHOT_ARRAYS = ("commands", "actions", "last_actions", "episode_length", "ep
 
 class BatchedTwin(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    # the robot. gymnasium's VectorEnv keeps its registration EnvSpec under this name, which a twin (made directly,
+    # never by gym.make) has none of; the callers across the packages read twin.spec as the robot
+    spec: RobotSpec
 
     def __init__(
         self,
@@ -101,6 +104,9 @@ class BatchedTwin(gym.vector.VectorEnv):
             else None
         )
 
+    def __repr__(self) -> str:  # VectorEnv's reads the EnvSpec's id
+        return f"{type(self).__name__}({self.spec.name}, num_envs={self.num_envs})"
+
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
@@ -135,7 +141,7 @@ class BatchedTwin(gym.vector.VectorEnv):
         ground = self.terrain_height(state)
         terminated = self.task.terminated(state, ground) | fault
         truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
-        if self.terrain_timeout:  # a time-out, not a fall: the policy did nothing wrong by walking far
+        if self.terrain_timeout and self.terrain is not None:  # a time-out, not a fall: the policy walked far
             truncated |= self.terrain.off_terrain(state["base_pos"][:, :2]) & ~terminated
 
         kp, kd = scaled_gains(spec, self.params.kp_scale, self.params.kd_scale)
@@ -232,10 +238,10 @@ class BatchedTwin(gym.vector.VectorEnv):
         None without terrain."""
         if self.terrain is None:
             return None
+        terrain, c = self._on_terrain()
         n, k = points.shape[:2]
-        c = self.curriculum
         xy = points[..., :2].reshape(-1, 2)
-        return self.terrain.height_at(np.repeat(c.levels, k), np.repeat(c.types, k), xy).reshape(n, k)
+        return terrain.height_at(np.repeat(c.levels, k), np.repeat(c.types, k), xy).reshape(n, k)
 
     def base_height(self, state: dict[str, np.ndarray]) -> np.ndarray:
         """[N] each base's height above the ground under it (what base_too_low and the fall KPIs measure)."""
@@ -347,15 +353,20 @@ class BatchedTwin(gym.vector.VectorEnv):
 
     def _place_on_terrain(self, ids: np.ndarray) -> np.ndarray:
         """Give `ids` their curriculum cells' heights; returns the height each starts above (its spawn point's)."""
-        c = self.curriculum
-        self.backend.set_terrain(ids, self.terrain.heights[c.levels[ids], c.types[ids]])
-        return self.terrain.spawn_heights[c.levels[ids], c.types[ids]]
+        terrain, c = self._on_terrain()
+        self.backend.set_terrain(ids, terrain.heights[c.levels[ids], c.types[ids]])
+        return terrain.spawn_heights[c.levels[ids], c.types[ids]]
 
     def _update_curriculum(self, ids: np.ndarray, state: dict[str, np.ndarray]) -> None:
         # every env starts at the centre of its sub-terrain, (0, 0)
         distance = np.linalg.norm(state["base_pos"][ids, :2], axis=1)
         commanded = np.linalg.norm(self.commands[ids, :2], axis=1) * self.task.cfg.episode_length_s
-        self.curriculum.update(ids, distance, commanded, self.rng)
+        self._on_terrain()[1].update(ids, distance, commanded, self.rng)
+
+    def _on_terrain(self) -> tuple[TerrainGrid, TerrainCurriculum]:
+        """The terrain and its curriculum (a twin has both or neither), for the steps that run only on terrain."""
+        assert self.terrain is not None and self.curriculum is not None, "the twin has no terrain"
+        return self.terrain, self.curriculum
 
     def _advance_commands_and_pushes(self, done: np.ndarray) -> None:
         live = ~done

@@ -308,6 +308,7 @@ def test_sim_package_face_imports_on_first_use():
     code = (
         "import sys, sim.errors; assert 'mujoco' not in sys.modules, 'mujoco imported';"
         "from sim import *; import sim; assert all(getattr(sim, n) for n in sim.__all__);"
+        "assert sim.__all__ == sorted(sim._EXPORTS), 'sim.__all__ and _EXPORTS differ';"
         "assert BatchedTwin.__module__ == 'sim.twin' and load_task.__module__ == 'sim.tasks.loader'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

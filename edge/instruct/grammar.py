@@ -160,10 +160,12 @@ class TokenGrammar:
         room to end. Counted in tokens, not characters: a tokenizer that merges '[{"vx":' fits a plan in far fewer
         tokens than characters."""
         if state not in self._left:
-            best, text = float("inf"), self.completions[state]
-            for k in range(1, min(len(text or ""), self.longest) + 1):
+            best, text = float("inf"), self.completions[state] or ""  # None: no completion, nothing to walk
+            for k in range(1, min(len(text), self.longest) + 1):
                 if text[:k] in self.pieces:
-                    best = min(best, 1 + self.tokens_to_finish(self.dfa.walk(state, text[:k])))
+                    after = self.dfa.walk(state, text[:k])
+                    assert after is not None, "a prefix of a state's completion stays on the DFA"
+                    best = min(best, 1 + self.tokens_to_finish(after))
             self._left[state] = best
         return self._left[state]
 
@@ -214,11 +216,13 @@ class GrammarMask:
         for i, g in enumerate(self.grammars):
             self.groups.setdefault(id(g), []).append(i)
 
-    def step(self, last: Sequence[int] | None) -> np.ndarray:
+    def step(self, last: Sequence[int] | np.ndarray | None) -> np.ndarray:
         """[rows, vocab] bool: the tokens each row may take next. `last`: the token each row took at the previous
         step (None at the first). A row off the grammar (it ended) may take anything: its caller pads it."""
         self.generated += 1
         if self.generated:
+            if last is None:
+                raise TypeError("GrammarMask.step: `last` is None after the first step")
             self.states = [
                 None if s is None else g.next[g.rows[s]].get(int(t))
                 for g, s, t in zip(self.grammars, self.states, last, strict=True)
@@ -227,10 +231,10 @@ class GrammarMask:
         left = self.budget - self.generated - 1  # tokens that may follow this one
         for rows in self.groups.values():
             g = self.grammars[rows[0]]
-            live = [i for i in rows if self.states[i] is not None]
+            live = {i: s for i in rows if (s := self.states[i]) is not None}  # row -> its DFA state
             if live:
-                rows_of_states = [g.row(self.states[i]) for i in live]  # may add rows to g.needs: index after
-                allowed[live] = g.needs[rows_of_states] <= left
+                rows_of_states = [g.row(s) for s in live.values()]  # may add rows to g.needs: index after
+                allowed[list(live)] = g.needs[rows_of_states] <= left
         if not self.generated:  # a row that starts with room to end keeps it (tokens_to_finish): check once
             # a budget no plan fits ends the row at once: an empty text the parser refuses, never a row off the grammar
             allowed[~allowed.any(-1), self.grammars[0].eos] = True

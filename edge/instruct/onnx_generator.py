@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import onnxruntime as ort
@@ -126,7 +127,8 @@ class OnnxGenerator:
         last = np.full(rows, self.pad, np.int64)  # per row, the token taken at the previous step (pad: ended)
         for step in range(max(budget, 0)):
             feed = dict(zip(INPUTS, (ids, mask, positions), strict=True)) | dict(zip(self._past, past, strict=True))
-            logits, *past = self.session.run(None, feed)
+            # the exported graph's outputs are dense tensors (onnxruntime's annotation also allows sparse, list, dict)
+            logits, *past = cast("list[np.ndarray]", self.session.run(None, feed))
             scores = logits[:, -1, :].astype(np.float32)
             if ignore_eos:
                 scores[:, self.eos] = -np.inf

@@ -16,6 +16,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from edge.instruct.numbers import canonical_numbers
 from edge.instruct.plan import MAX_SEGMENTS, STOP, Plan, Segment
@@ -130,7 +131,10 @@ class PlanLimits:
     @classmethod
     def from_command_limits(cls, limits: Mapping | object, max_duration_s: float = 30.0) -> PlanLimits:
         """From a manifest's `command_limits` dict or a sim.robot.CommandLimits."""
-        get = limits.get if isinstance(limits, Mapping) else lambda k: getattr(limits, k)
+
+        def get(k: str) -> Any:
+            return limits.get(k) if isinstance(limits, Mapping) else getattr(limits, k)
+
         pairs = {k: (float(get(k)[0]), float(get(k)[1])) for k in ("vx", "vy", "wz")}
         return cls(**pairs, max_duration_s=float(max_duration_s))
 

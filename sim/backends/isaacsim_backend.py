@@ -52,14 +52,15 @@ class IsaacSimBackend(TwinBackend):
         reason = isaacsim_unavailable_reason()
         if reason is not None:
             raise ImportError(reason)
-        from isaacsim import SimulationApp
+        # Isaac Sim is installed by hand on an RTX machine (REQUIREMENTS), not by any extra of this package
+        from isaacsim import SimulationApp  # pyright: ignore[reportMissingImports]
 
         self._app = SimulationApp({"headless": True})  # must start before any omni/isaacsim.core import
-        from isaacsim.asset.importer.mjcf import MJCFImporter, MJCFImporterConfig
-        from isaacsim.core.api import World
-        from isaacsim.core.api.materials import PhysicsMaterial
-        from isaacsim.core.prims import Articulation, GeometryPrim
-        from isaacsim.core.utils.stage import add_reference_to_stage
+        from isaacsim.asset.importer.mjcf import MJCFImporter, MJCFImporterConfig  # pyright: ignore[reportMissingImports]
+        from isaacsim.core.api import World  # pyright: ignore[reportMissingImports]
+        from isaacsim.core.api.materials import PhysicsMaterial  # pyright: ignore[reportMissingImports]
+        from isaacsim.core.prims import Articulation, GeometryPrim  # pyright: ignore[reportMissingImports]
+        from isaacsim.core.utils.stage import add_reference_to_stage  # pyright: ignore[reportMissingImports]
 
         self.spec, self.num_envs = spec, num_envs
         self._usd_dir = tempfile.mkdtemp(prefix="isaacsim-robot-")

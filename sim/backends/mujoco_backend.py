@@ -78,8 +78,8 @@ class MujocoBackend(TwinBackend):
         self._joint_v = np.array([m.joint(j).dofadr[0] for j in spec.joints])
         self._mass0 = float(m.body_mass[base])
         self._inertia0 = m.body_inertia[base].copy()
-        self._out = None
-        self._sensordata = None
+        self._out: np.ndarray | None = None  # [N, nstep, nstate] and [N, nstep, nsensordata], sized at the first step
+        self._sensordata: np.ndarray | None = None
         adr = {name: int(m.sensor_adr[m.sensor(name).id]) for name in (m.sensor(i).name for i in range(m.nsensor))}
         self._force_cols = np.array([[adr[f"{f}_contact"] + 1 + k for k in range(3)] for f in spec.feet], int)
         self._pos_cols = np.array([[adr[f"{f}_pos"] + k for k in range(3)] for f in spec.feet], int)
@@ -89,9 +89,10 @@ class MujocoBackend(TwinBackend):
 
     def step(self, targets: np.ndarray) -> None:
         nstep = targets.shape[1]
-        if self._out is None or self._out.shape[1] != nstep:
-            self._out = np.empty((self.num_envs, nstep, self.nstate))
-            self._sensordata = np.empty((self.num_envs, nstep, self.base_model.nsensordata))
+        out, sensordata = self._out, self._sensordata
+        if out is None or sensordata is None or out.shape[1] != nstep:
+            out = self._out = np.empty((self.num_envs, nstep, self.nstate))
+            sensordata = self._sensordata = np.empty((self.num_envs, nstep, self.base_model.nsensordata))
         control = np.ascontiguousarray(targets, dtype=np.float64)
         self._pool.rollout(
             self.models,
@@ -101,12 +102,12 @@ class MujocoBackend(TwinBackend):
             control_spec=_CTRL,
             skip_checks=True,
             nstep=nstep,
-            state=self._out,
-            sensordata=self._sensordata,
+            state=out,
+            sensordata=sensordata,
             chunk_size=ROLLOUT_CHUNK,
         )
-        self._state[:] = self._out[:, -1]
-        self._sensors[:] = self._sensordata[:, -1]
+        self._state[:] = out[:, -1]
+        self._sensors[:] = sensordata[:, -1]
         self._sensors_fresh[:] = True
 
     def reset(self, env_ids: np.ndarray) -> None:
@@ -135,6 +136,7 @@ class MujocoBackend(TwinBackend):
             set_pd_gains(m, spec, kp[k], kd[k], np.full(nu, params.motor_strength[k]))
 
     def set_terrain(self, env_ids: np.ndarray, heights: np.ndarray) -> None:
+        assert self.terrain is not None, "the twin sets terrain heights only on a backend built with terrain"
         for i, cell in zip(env_ids, heights, strict=True):
             set_heights(self.models[i], self.terrain, cell)
 

@@ -3,7 +3,12 @@
 Imported by sim.backends.newton_backend only after it has set Warp's options (no backward kernels, quiet logs):
 Warp reads them when the first kernel of a module is defined. No `from __future__ import annotations` here: Warp
 reads a struct's and a kernel's annotations as types.
+
+This file is Warp's kernel language, which Python's typing does not describe: its annotations are Warp's type
+constructors (calls), a @wp.struct is an instance used as a type, and wp.tid() returns as many indices as it is
+unpacked into. pyright's rules for those three are off here, and only here.
 """
+# pyright: reportInvalidTypeForm=false, reportGeneralTypeIssues=false, reportAssignmentType=false
 
 import warp as wp
 

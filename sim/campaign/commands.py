@@ -41,12 +41,14 @@ _DURATION = re.compile(r"^(?P<motions>.*?)(?:\s+for\s+(?P<seconds>\d+(?:\.\d*)?)
 DEFAULT_SHARE = 0.5
 
 
-def _parse(segment, src: str) -> tuple[float | None, object]:
+def _parse(segment, src: str) -> tuple[float | None, list[re.Match[str]] | np.ndarray]:
     """(duration or None, list of motion matches or an absolute command); raises ValueError naming the segment."""
     if isinstance(segment, str):
         whole = _DURATION.match(" ".join(segment.lower().split()))
-        motions = [_MOTION.match(m.strip()) for m in whole["motions"].split(" and ")]
-        if not all(motions):
+        assert whole is not None, "the pattern matches any one-line text"
+        found = [_MOTION.match(m.strip()) for m in whole["motions"].split(" and ")]
+        motions = [m for m in found if m is not None]
+        if len(motions) != len(found):
             raise CampaignError(
                 f"{src}: cannot read instruction {segment!r}; expected e.g. 'forward at 0.5 for 2 s', "
                 f"'forward and turn left at 30% for 1 s', 'stop for 1 s' (motions: {', '.join(MOTIONS)})"

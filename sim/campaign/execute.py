@@ -7,6 +7,7 @@ each scenario once, and each row names the Ray node that simulated it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from sim.campaign.config import CampaignConfig
@@ -48,7 +49,7 @@ class Executor:
                     address=self.address,
                     num_cpus=None if self.address else self.workers * self.threads,
                     include_dashboard=False,
-                    logging_level="ERROR",
+                    logging_level=logging.ERROR,
                     log_to_driver=False,
                 )
                 self._started_ray = True
@@ -73,20 +74,21 @@ class Executor:
                 on_result(run_batch(job, cfg, spec, files, self.threads))
             return
         import ray
+        from ray.exceptions import RayTaskError
 
         # retries are for lost workers and nodes only (retry_exceptions stays off): a batch that raised would
         # raise again
         task = ray.remote(num_cpus=self.threads, max_retries=NODE_LOSS_RETRIES)(_run_batch_on_node)
-        shared = [ray.put(cfg), ray.put(spec), ray.put(files)]  # sent once, not once per batch
+        cfg_ref, spec_ref, files_ref = ray.put(cfg), ray.put(spec), ray.put(files)  # sent once, not once per batch
         queue, pending = list(jobs), {}
         while queue or pending:
             while queue and len(pending) < self.workers:
-                pending[task.remote(queue.pop(0), *shared, self.threads)] = True
+                pending[task.remote(queue.pop(0), cfg_ref, spec_ref, files_ref, self.threads)] = True
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 del pending[ref]
                 try:
                     result = ray.get(ref)
-                except ray.exceptions.RayTaskError as e:
+                except RayTaskError as e:
                     raise e.cause from None  # the worker's own error (e.g. ArtifactError), as one clear line
                 on_result(result)

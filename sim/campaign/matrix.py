@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 from sim.campaign.config import AXES, TERRAIN_AXIS, TWIN_AXES, CampaignConfig
 
@@ -17,8 +18,9 @@ class Scenario:
     seed: int
     values: dict  # axis -> value (every axis of the campaign)
 
-    def value(self, axis: str):
-        """This scenario's value on `axis`, or the axis's nominal value when the campaign does not vary it."""
+    def value(self, axis: str) -> Any:
+        """This scenario's value on `axis` (a number, or a command sequence's or terrain's name), or the axis's nominal
+        value when the campaign does not vary it (None for the commands and terrain axes)."""
         return self.values.get(axis, AXES[axis][0] if axis in AXES else None)
 
 

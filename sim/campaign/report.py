@@ -95,14 +95,14 @@ def axis_heatmap(axis: str, entries: list[dict], names: list[str], cfg: Campaign
         textwrap.fill(k.replace("_", " "), 12, break_long_words=False) + f"\n({KPI_UNITS[k]})" for k in names
     ]
     values = np.array([[e["failure_rate"]] + [e["kpis"].get(k, np.nan) for k in names] for e in entries])
-    limits = [cfg.gates.axis_rate(axis)] + [cfg.gates.kpis.get(k) for k in names]
+    rate, kpi_limits = cfg.gates.axis_rate(axis), [cfg.gates.kpis.get(k) for k in names]
+    limits = [rate, *kpi_limits]
     colours = _cell_colours(values, limits)
     fig, ax = plt.subplots(figsize=(1.5 + 1.02 * len(columns), 0.9 + 0.38 * len(entries)))
     ax.imshow(colours, aspect="auto")
     _annotate(ax, values, colours, percent_cols=(0,))
-    labels = [
-        f"{c}\n≤ {100 * lim:.0f}%" if j == 0 else (f"{c}\n≤ {_fmt(lim)}" if lim is not None else c)
-        for j, (c, lim) in enumerate(zip(columns, limits, strict=True))
+    labels = [f"{columns[0]}\n≤ {100 * rate:.0f}%"] + [
+        f"{c}\n≤ {_fmt(lim)}" if lim is not None else c for c, lim in zip(columns[1:], kpi_limits, strict=True)
     ]
     ax.set_xticks(range(len(columns)), labels, fontsize=7)
     ax.xaxis.tick_top()
@@ -289,7 +289,9 @@ def render(
 
 def _footfalls(summary: dict, rows: list[dict], cfg: CampaignConfig, traces: dict[str, dict]) -> list[str]:
     """The footfall diagram of the worst episode, when its trace holds the foot contacts."""
-    worst = summary["worst_cases"][0]["id"] if summary["worst_cases"] else None
+    if not summary["worst_cases"]:
+        return []
+    worst = summary["worst_cases"][0]["id"]
     trace = traces.get(worst, {})
     if "foot_contact" not in trace:
         return []

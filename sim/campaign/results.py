@@ -12,6 +12,7 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +86,10 @@ class ResultStore:
     def append(self, result: BatchResult) -> None:
         """Store a finished batch (only its scenarios not stored yet)."""
         buf = io.BytesIO()
-        feet = {} if result.contacts is None else {"contacts": result.contacts, "feet": np.array(result.feet)}
+        # Any: numpy's annotation would also match these keyword arrays against savez_compressed's allow_pickle
+        feet: dict[str, Any] = (
+            {} if result.contacts is None else {"contacts": result.contacts, "feet": np.array(result.feet)}
+        )
         np.savez_compressed(buf, trace=result.trace, channels=np.array(TRACE_CHANNELS), **feet)
         atomic_write_bytes(self.dir / TRACE_DIR / f"{result.key}.npz", buf.getvalue())
         new = [r for r in result.rows if r["id"] not in self._rows]

@@ -181,7 +181,8 @@ def run_batch(
     down = np.zeros(n, bool)
     for t in range(steps):
         raw = policy.infer(obs)
-        act = policy.safety(raw, obs)  # exactly policy.act(obs), keeping the raw output to count interventions
+        # exactly policy.act(obs), keeping the raw output to count interventions
+        act = raw if policy.safety is None else policy.safety(raw, obs)
         if t + 1 < steps:  # the observation returned by this step must carry the next step's command
             changed = np.flatnonzero(np.any(commands[:, t + 1] != commands[:, t], axis=1))
             if changed.size:
@@ -241,11 +242,14 @@ def run_batch(
 
 def _trace(traj: Trajectory, limits: RobotLimits) -> np.ndarray:
     """Downsampled channels for the report's worst-case plots (TRACE_CHANNELS)."""
+    torques, raw, actions, height, fell = traj.torques, traj.actions_raw, traj.actions, traj.base_height, traj.fell
+    assert torques is not None and raw is not None and actions is not None, "run_batch records every channel"
+    assert height is not None and fell is not None, "run_batch records every channel"
     steps = traj.commands.shape[1]
     idx = np.arange(0, steps, max(1, -(-steps // TRACE_POINTS)))
     tilt = np.degrees(np.arccos(np.clip(-traj.projected_gravity[..., 2], -1.0, 1.0)))
     with np.errstate(invalid="ignore"):
-        intervention = np.any(~(np.abs(traj.actions - traj.actions_raw) <= ACTION_TOL), axis=-1)
+        intervention = np.any(~(np.abs(actions - raw) <= ACTION_TOL), axis=-1)
     channels = [
         np.broadcast_to((np.arange(steps) + 1) * traj.dt, traj.commands.shape[:2]),
         traj.commands[..., 0],
@@ -253,11 +257,11 @@ def _trace(traj: Trajectory, limits: RobotLimits) -> np.ndarray:
         traj.commands[..., 2],
         traj.base_ang_vel[..., 2],
         tilt,
-        traj.base_height,
-        np.max(np.abs(traj.torques) / limits.torque_limit, axis=-1),
+        height,
+        np.max(np.abs(torques) / limits.torque_limit, axis=-1),
         intervention,
     ]
     out = np.stack(channels, axis=-1)[:, idx].astype(np.float32)
-    out[traj.fell[:, idx]] = np.nan  # after a fall the env is already in its next episode: not this one's data
+    out[fell[:, idx]] = np.nan  # after a fall the env is already in its next episode: not this one's data
     out[..., 0] = ((idx + 1) * traj.dt)[None]
     return out

@@ -130,7 +130,7 @@ def run_campaign(request: CampaignRequest, progress: Progress | None = None) -> 
         simulate = functools.partial(_simulate, cfg=request.campaign, executor=executor, fresh=request.fresh)
         store, spec, steps, seconds = simulate(Path(request.artifact), files, out_dir, progress=progress)
         other_store = None
-        if other_files is not None:
+        if other_files is not None and request.compare_to is not None:  # both or neither
             other_dir = out_dir / "compare" / other_files.sha256[:12]
             other_store = simulate(Path(request.compare_to), other_files, other_dir, progress=progress)[0]
     meta = {
@@ -175,7 +175,7 @@ def _report(
     rows = store.rows()
     summary = summarize(rows, cfg, evaluate(rows, cfg), meta)
     comparison = None
-    if other_store is not None:
+    if other_store is not None and other_files is not None:  # both or neither
         other_meta = {"artifact": str(request.compare_to), "policy_sha256": other_files.sha256}
         comparison = compare(rows, other_store.rows(), cfg, other_meta)
         atomic_write_bytes(out_dir / COMPARE_FILE, json.dumps(comparison, indent=1).encode())

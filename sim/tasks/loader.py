@@ -126,9 +126,10 @@ def _terms(raw, base: dict, registry: dict, keys: tuple[str, ...], src: str, sec
         params = {**(old.params if old else {}), **_params(entry.get("params", {}), src, where)}
         if "weight" not in keys:
             terms[name] = TerminationTerm(registry[name], params)
-        elif "weight" in entry or old is not None:
-            weight = _number(entry["weight"], f"{src}: {where}.weight") if "weight" in entry else old.weight
-            terms[name] = RewardTerm(registry[name], weight, params)
+        elif "weight" in entry:
+            terms[name] = RewardTerm(registry[name], _number(entry["weight"], f"{src}: {where}.weight"), params)
+        elif old is not None:
+            terms[name] = RewardTerm(registry[name], old.weight, params)
         else:
             raise SimError(f"{src}: {where}: a new reward term needs a weight")
     return terms

@@ -29,7 +29,7 @@ def add_terrain(mj: mujoco.MjSpec, grid: TerrainGrid) -> None:
     lo, hi = grid.bounds
     n, half = len(grid.coords), grid.half_extent
     span = max(hi - lo, _MIN_SPAN)
-    mj.add_hfield(name=NAME, size=[half, half, span, _BASE_THICKNESS], nrow=n, ncol=n, userdata=np.zeros(n * n))
+    mj.add_hfield(name=NAME, size=[half, half, span, _BASE_THICKNESS], nrow=n, ncol=n, userdata=[0.0] * (n * n))
     geom = world.add_geom(name=NAME, type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname=NAME, pos=[0.0, 0.0, lo])
     for attr, value in settings.items():
         setattr(geom, attr, value)

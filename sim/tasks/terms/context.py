@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 
 from edge.observation import projected_gravity, rotate_world_to_base
+from sim.errors import SimError
 from sim.robot import RobotSpec
 from sim.tasks.terms.feet import FootTracker
+
+T = TypeVar("T")
+
+
+def given(value: T | None, field: str) -> T:
+    """A field of the TermContext that a term needs (`field` names it): the phases that give it are on the class."""
+    if value is None:
+        raise SimError(f"a term reads ctx.{field}, which this phase's TermContext does not give")
+    return value
 
 
 def base_velocities(state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

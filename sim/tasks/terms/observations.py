@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.tasks.terms.context import TermContext
+from sim.tasks.terms.context import TermContext, given
 
 
 def base_lin_vel(ctx: TermContext) -> np.ndarray:
@@ -22,7 +22,7 @@ def projected_gravity(ctx: TermContext) -> np.ndarray:
 
 
 def velocity_command(ctx: TermContext) -> np.ndarray:
-    return ctx.commands
+    return given(ctx.commands, "commands")
 
 
 def joint_pos(ctx: TermContext) -> np.ndarray:
@@ -35,7 +35,7 @@ def joint_vel(ctx: TermContext) -> np.ndarray:
 
 
 def last_action(ctx: TermContext) -> np.ndarray:
-    return ctx.actions
+    return given(ctx.actions, "actions")
 
 
 OBSERVATIONS = {

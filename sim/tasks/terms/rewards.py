@@ -9,18 +9,18 @@ from __future__ import annotations
 import numpy as np
 
 from sim.gait import moving
-from sim.tasks.terms.context import TermContext
+from sim.tasks.terms.context import TermContext, given
 
 
 def tracking_lin_vel(ctx: TermContext, sigma: float) -> np.ndarray:
     """exp(-|v_xy* - v_xy|^2 / sigma): 1 on the commanded planar velocity."""
-    err = np.sum((ctx.commands[:, :2] - ctx.base_lin_vel[:, :2]) ** 2, axis=1)
+    err = np.sum((given(ctx.commands, "commands")[:, :2] - ctx.base_lin_vel[:, :2]) ** 2, axis=1)
     return np.exp(-err / sigma)
 
 
 def tracking_ang_vel(ctx: TermContext, sigma: float) -> np.ndarray:
     """exp(-(wz* - wz)^2 / sigma): 1 on the commanded yaw rate."""
-    err = (ctx.commands[:, 2] - ctx.base_ang_vel[:, 2]) ** 2
+    err = (given(ctx.commands, "commands")[:, 2] - ctx.base_ang_vel[:, 2]) ** 2
     return np.exp(-err / sigma)
 
 
@@ -41,40 +41,40 @@ def orientation(ctx: TermContext) -> np.ndarray:
 
 def torques(ctx: TermContext) -> np.ndarray:
     """Sum of squared applied joint torques (energy)."""
-    return np.sum(ctx.torques**2, axis=1)
+    return np.sum(given(ctx.torques, "torques") ** 2, axis=1)
 
 
 def joint_acc(ctx: TermContext) -> np.ndarray:
     """Sum of squared joint accelerations over the policy period."""
-    return np.sum(((ctx.state["joint_vel"] - ctx.joint_vel_before) / ctx.dt) ** 2, axis=1)
+    return np.sum(((ctx.state["joint_vel"] - given(ctx.joint_vel_before, "joint_vel_before")) / ctx.dt) ** 2, axis=1)
 
 
 def action_rate(ctx: TermContext) -> np.ndarray:
     """Sum of squared action changes between two policy steps (smoothness)."""
-    return np.sum((ctx.actions - ctx.last_actions) ** 2, axis=1)
+    return np.sum((given(ctx.actions, "actions") - given(ctx.last_actions, "last_actions")) ** 2, axis=1)
 
 
 def termination(ctx: TermContext) -> np.ndarray:
     """1 on the step an env terminates (falls), else 0."""
-    return ctx.terminated.astype(np.float64)
+    return given(ctx.terminated, "terminated").astype(np.float64)
 
 
 def _moving(ctx: TermContext) -> np.ndarray:
     """[N] 1.0 where the command asks to move, else 0.0."""
-    return moving(ctx.commands).astype(np.float64)
+    return moving(given(ctx.commands, "commands")).astype(np.float64)
 
 
 def feet_air_time(ctx: TermContext, threshold: float) -> np.ndarray:
     """Sum over the feet landing on this step of (air time - threshold) s, while the command asks to move
     (legged_gym; Playground's threshold is 0.1 s): long steps pay, short ones (shuffling) cost."""
-    f = ctx.feet
+    f = given(ctx.feet, "feet")
     return np.sum((f.last_air_time - threshold) * f.first_contact, axis=1) * _moving(ctx)
 
 
 def feet_clearance(ctx: TermContext, target_height: float) -> np.ndarray:
     """Sum over feet of |foot z - target_height| * sqrt(foot xy speed) (Playground): a foot that moves is at the
     swing height. Heights are above the ground under each foot (the terrain's, or the flat floor's)."""
-    f = ctx.feet
+    f = given(ctx.feet, "feet")
     speed = np.linalg.norm(f.vel[..., :2], axis=-1)
     return np.sum(np.abs(f.height - target_height) * np.sqrt(speed), axis=1)
 
@@ -82,13 +82,13 @@ def feet_clearance(ctx: TermContext, target_height: float) -> np.ndarray:
 def feet_height(ctx: TermContext, target_height: float) -> np.ndarray:
     """Sum over the feet landing on this step of (swing peak / target_height - 1)^2, while the command asks to move
     (Playground's feet_height; mjlab's swing_height): each swing should peak at the target height."""
-    f = ctx.feet
+    f = given(ctx.feet, "feet")
     return np.sum((f.last_swing_peak / target_height - 1.0) ** 2 * f.first_contact, axis=1) * _moving(ctx)
 
 
 def feet_slip(ctx: TermContext) -> np.ndarray:
     """Sum over the feet in contact of their xy speed (m/s), as mjlab's feet_slide (Playground squares it)."""
-    f = ctx.feet
+    f = given(ctx.feet, "feet")
     return np.sum(np.linalg.norm(f.vel[..., :2], axis=-1) * f.contact, axis=1)
 
 
@@ -108,7 +108,7 @@ def stand_still(ctx: TermContext) -> np.ndarray:
 
 def energy(ctx: TermContext) -> np.ndarray:
     """Sum of |tau * qd| (W): the motors' mechanical power (Playground)."""
-    return np.sum(np.abs(ctx.torques * ctx.state["joint_vel"]), axis=1)
+    return np.sum(np.abs(given(ctx.torques, "torques") * ctx.state["joint_vel"]), axis=1)
 
 
 REWARDS = {
