@@ -60,6 +60,13 @@ class PPOConfig:
     value_loss_coef: float = setting(1.0, "weight of the value loss", ge=0)
     entropy_coef: float = setting(0.01, "weight of the entropy bonus", ge=0)
     max_grad_norm: float = setting(1.0, "gradient clip", gt=0)
+    # the robot's left-right mirror (sim.symmetry), through rsl_rl's symmetry extension
+    symmetry_augmentation: bool = setting(
+        False, "add each mini-batch's mirror image (the robot's left-right mirror, read from its MJCF) to the update"
+    )
+    mirror_loss_coeff: float = setting(
+        0.0, "weight of rsl_rl's mirror loss (the policy against its own mirror image); 0: off", ge=0
+    )
 
     # actor-critic MLP
     actor_hidden_dims: list[int] = setting([256, 128, 64], "actor MLP layer sizes", ge=1, length=(1, None))

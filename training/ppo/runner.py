@@ -34,6 +34,7 @@ from training.ppo.evaluate import EvalResult, TrackingEvaluator
 from training.ppo.models import build_actor, build_critic
 from training.ppo.monitor import Monitor
 from training.ppo.stats import RolloutStats
+from training.ppo.symmetry import symmetry_cfg
 from training.ppo.twin_state import load_twin_state, twin_state_dict
 from training.vec_env import OBS_GROUP, TwinVecEnv
 
@@ -135,6 +136,7 @@ class PPORunner:
             desired_kl=cfg.desired_kl,
             device=str(self.device),
             multi_gpu_cfg=multi if self.distributed else None,
+            symmetry_cfg=symmetry_cfg(cfg, self.spec, list(self.task.observations), self.env),
         )
 
     # ------------------------------------------------------------------ one iteration
@@ -201,6 +203,7 @@ class PPORunner:
                         "Perf/collection_s": t1 - t0,
                         "Perf/learning_s": t2 - t1,
                         "Perf/total_env_steps": self.env_steps,
+                        "Perf/train_seconds": self.train_seconds,
                     }
                 )
                 stop = self._agree(self._rank0_stop(metrics, time.perf_counter() - start) if self.rank == 0 else None)

@@ -1,0 +1,115 @@
+"""The robot's left-right mirror: read from the MJCF, it maps a motion of the twin to its mirror image (real MuJoCo),
+and PPO's update takes the mirrored samples through rsl_rl's symmetry extension."""
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+
+from sim.randomization import RandomizationConfig
+from sim.robot import RobotSpec, load_robot
+from sim.symmetry import JointMirror, SymmetryError, observation_mirror
+from sim.twin import BatchedTwin
+from training.ppo.config import PPOConfig
+from training.ppo.runner import PPORunner
+from training.ppo.symmetry import mirror_augmentation
+from training.vec_env import OBS_GROUP
+
+
+def test_the_quadrupeds_mirror_pairs_its_legs_and_flips_the_hips():
+    spec = load_robot("quadruped")
+    mirror = JointMirror.of(spec)
+    twins = dict(zip(spec.joints, mirror.twins, strict=True))
+    assert twins["FL_hip_joint"] == "FR_hip_joint" and twins["RR_calf_joint"] == "RL_calf_joint"
+    signs = dict(zip(spec.joints, mirror.joints.sign, strict=True))
+    assert signs["FL_hip_joint"] == -1 and signs["FL_thigh_joint"] == 1 and signs["FL_calf_joint"] == 1
+    x = np.arange(1.0, 13.0)
+    assert np.array_equal(mirror.joints(mirror.joints(x)), x)  # a mirror is its own inverse
+
+
+def _mirrored_state(state: dict, mirror: JointMirror) -> dict:
+    """The state reflected through the base's x-z plane (world y -> -y)."""
+    w, x, y, z = state["base_quat"].T
+    return {
+        "base_pos": state["base_pos"] * [1, -1, 1],
+        "base_quat": np.stack([w, -x, y, -z], axis=1),  # R -> M R M
+        "base_lin_vel": state["base_lin_vel"] * [1, -1, 1],  # world frame
+        "base_ang_vel": state["base_ang_vel"] * [-1, 1, -1],  # body frame, a pseudovector
+        "joint_pos": mirror.joints(state["joint_pos"]),
+        "joint_vel": mirror.joints(state["joint_vel"]),
+    }
+
+
+def test_a_mirrored_motion_of_the_twin_observes_as_the_mirrored_observation():
+    spec = load_robot("quadruped")
+    mirror = JointMirror.of(spec)
+    twin = BatchedTwin(spec, num_envs=2, randomization=RandomizationConfig(enabled=False), seed=3).hold_commands()
+    twin.reset()
+    obs_mirror = observation_mirror(mirror, list(twin.task.cfg.observations))
+    rng = np.random.default_rng(0)
+    start = twin.backend.state()
+    start["base_pos"][0, :2] = [0.3, 0.2]
+    start["base_lin_vel"][0] = [0.4, 0.3, 0.0]
+    start["base_ang_vel"][0] = [0.2, -0.1, 0.5]
+    start["joint_pos"][0] += rng.uniform(-0.2, 0.2, 12)
+    one = {k: v[:1] for k, v in start.items()}
+    both = {k: np.concatenate([one[k], _mirrored_state(one, mirror)[k]]) for k in one}
+    twin.backend.set_state(np.arange(2), *(both[k] for k in _mirrored_state(one, mirror)))
+    twin.set_commands(np.array([[0.5, 0.3, 0.4], [0.5, -0.3, -0.4]]))
+    assert np.allclose(twin.observations[1], obs_mirror(twin.observations[0]), atol=1e-5)
+    for _ in range(10):
+        action = rng.uniform(-1, 1, 12)
+        obs, *_ = twin.step(np.stack([action, mirror.joints(action)]))
+        # contacts are solved in the model's geom order, which the mirror swaps: equal to solver precision only
+        assert np.allclose(obs[1], obs_mirror(obs[0]), atol=2e-3), np.abs(obs[1] - obs_mirror(obs[0])).max()
+    assert np.abs(obs[0] - obs_mirror(obs[0])).max() > 0.1  # the motion itself was not symmetric
+
+
+def test_a_robot_without_a_twin_for_a_joint_has_no_mirror(tmp_path):
+    mjcf = tmp_path / "one_arm.xml"
+    mjcf.write_text(
+        """<mujoco><worldbody><body name="base" pos="0 0 0.5"><freejoint/><geom type="box" size=".2 .1 .05"/>
+        <body name="arm" pos="0 0.1 0"><joint name="shoulder" axis="1 0 0"/><geom type="capsule" size=".02"
+        fromto="0 0 0 0 0 -0.2"/></body></body></worldbody></mujoco>"""
+    )
+    spec = RobotSpec(
+        name="one_arm", mjcf=mjcf, base_body="base", joints=("shoulder",), default_pose=(0.0,), kp=10.0, kd=1.0,
+        torque_limit=(5.0,),
+    )  # fmt: skip
+    with pytest.raises(SymmetryError, match="joint shoulder has no mirror twin"):
+        JointMirror.of(spec)
+    with pytest.raises(SymmetryError, match="observation term 'height_scan' has no mirror"):
+        observation_mirror(JointMirror.of(load_robot("quadruped")), ["base_lin_vel", "height_scan"])
+
+
+def test_the_augmentation_appends_the_mirror_images_after_the_originals():
+    mirror = JointMirror.of(load_robot("quadruped"))
+    terms = ["base_lin_vel", "base_ang_vel", "projected_gravity", "velocity_command", "joint_pos"]
+    obs_mirror = observation_mirror(mirror, terms)
+    augment = mirror_augmentation(obs_mirror, mirror.joints)
+    obs = TensorDict({OBS_GROUP: torch.randn(5, 24)}, batch_size=[5])
+    actions = torch.randn(5, 12)
+    out_obs, out_actions = augment(obs=obs, actions=actions)
+    assert out_obs[OBS_GROUP].shape == (10, 24) and out_actions.shape == (10, 12)
+    assert torch.equal(out_obs[OBS_GROUP][:5], obs[OBS_GROUP]) and torch.equal(out_actions[:5], actions)
+    expected = torch.from_numpy(obs_mirror(obs[OBS_GROUP].numpy())).float()
+    assert torch.allclose(out_obs[OBS_GROUP][5:], expected)
+    assert torch.equal(out_obs[OBS_GROUP][5:, :3], obs[OBS_GROUP][:, :3] * torch.tensor([1.0, -1.0, 1.0]))
+    assert augment(obs=None, actions=actions)[0] is None
+
+
+def test_ppo_updates_with_the_mirror_and_reports_its_loss(tmp_path):
+    cfg = PPOConfig.for_robot(
+        "quadruped", num_envs=32, num_steps_per_env=8, iterations=1, eval_every=0, eval_envs=4, eval_seconds=1.0,
+        run_root=str(tmp_path), export=False, symmetry_augmentation=True, mirror_loss_coeff=0.5,
+    )  # fmt: skip
+    runner = PPORunner(cfg, tmp_path / "run")
+    try:
+        assert runner.alg.symmetry is not None and runner.alg.symmetry.use_mirror_loss
+        runner.collect()
+        losses = runner._update()
+    finally:
+        runner.close()
+    assert "symmetry" in losses and np.isfinite(losses["symmetry"]) and losses["symmetry"] > 0
+    plain = PPOConfig.for_robot("quadruped", num_envs=8, run_root=str(tmp_path), export=False)
+    assert not (plain.symmetry_augmentation or plain.mirror_loss_coeff)
