@@ -15,6 +15,7 @@ import yaml
 from edge.config import add_flags, allowed, check_values, flag_values, load_dataclass, setting
 from edge.errors import ConfigError
 from edge.resources import config_path
+from sim.robot import RobotConfig
 from sim2real import cli
 from training import errors as training_errors
 from training.ppo.config import PPOConfig
@@ -236,6 +237,7 @@ CONFIGS = [
     (TriggerPolicy, {}),
     (RetrainConfig, {}),
     (SweepSpec, {"robot": "rover", "search": {"gamma": {"grid": [0.9]}}}),
+    (RobotConfig, yaml.safe_load(config_path("robots", "rover.yaml").read_text())),
 ]
 
 
