@@ -38,7 +38,7 @@ from typing import Any, TypeGuard, TypeVar
 from edge.errors import ConfigError, UserFixableError
 from edge.fileio import read_yaml_mapping
 
-__all__ = ["add_flags", "check_values", "flag_values", "load_dataclass", "setting"]
+__all__ = ["add_flags", "allowed", "check_values", "flag_values", "load_dataclass", "setting"]
 
 T = TypeVar("T")
 _RANGE_KEYS = ("ge", "gt", "le", "lt")
@@ -51,12 +51,14 @@ def setting(
     choices: Iterable | None = None,
     noun: str | None = None,
     length: int | tuple[int, int | None] | None = None,
+    unique: bool = False,
     **bounds: float,
 ) -> Any:
     """A dataclass field with its help text and limits in its metadata. `choices` restrict a scalar, each item of
     a list, or each key of a mapping (`noun` names them in messages: "unknown KPI(s) ..."); the bounds ge, gt, le
-    and lt bound every number of the value; `length` is a list's exact length or (min, max) with max None for no
-    limit. A list or dict default is copied for each instance."""
+    and lt bound every number of the value; `length` is a list's or a string's exact length or (min, max) with
+    max None for no limit (`length=(1, None)`: not empty); `unique` refuses a list that repeats an item. A list or
+    dict default is copied for each instance."""
     unknown = set(bounds) - set(_RANGE_KEYS)
     if unknown:
         raise TypeError(
@@ -70,6 +72,8 @@ def setting(
     meta.update({key: bound for key, bound in bounds.items() if bound is not None})
     if length is not None:
         meta["length"] = (length, length) if isinstance(length, int) else length
+    if unique:
+        meta["unique"] = True
     if isinstance(default, (list, dict, set)):
         return dataclasses.field(default_factory=functools.partial(copy.deepcopy, default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -108,10 +112,13 @@ def load_dataclass(
 
 
 def check_values(
-    cls: type, values: Mapping, *, name: str, error: type[UserFixableError] = ConfigError
+    cls: type, values: object, *, name: str, error: type[UserFixableError] = ConfigError
 ) -> dict[str, Any]:
     """Some of `cls`'s fields (e.g. overrides kept for later) checked as the loader checks them; returns them
-    converted (a YAML "1e-3" as a float, lists as the field's container type)."""
+    converted (a YAML "1e-3" as a float, lists as the field's container type). `values` that are no mapping are
+    refused as such."""
+    if not isinstance(values, Mapping):
+        raise error(f"{name} must be a mapping of {cls.__name__} fields, got {values!r}")
     try:
         return _fields(cls, dict(values), "", partial=True)
     except _Refused as e:
@@ -180,11 +187,15 @@ def _convert(tp: Any, value: Any, at: str) -> Any:
         options = [a for a in args if a is not type(None)]
         if len(options) == 1:  # X | None: X's own message is the more precise one
             return _convert(options[0], value, at)
+        refused = {}
         for option in options:
             try:
                 return _convert(option, value, at)
-            except _Refused:
-                continue
+            except _Refused as e:
+                refused[option] = e
+        lists = [o for o in options if o in (list, tuple) or typing.get_origin(o) in (list, tuple)]
+        if isinstance(value, (list, tuple)) and len(lists) == 1:  # float | list[float]: the list's item named
+            raise refused[lists[0]]
         raise _wrong(tp, value, at)
     if origin is typing.Literal:
         if any(value == a and type(value) is type(a) for a in args):
@@ -261,11 +272,16 @@ def _check(value: Any, meta: Mapping, at: str) -> Any:
         for number in _numbers(value):
             if not _in_range(number, meta):
                 raise _Refused(f"{at} must be {_range_text(meta, isinstance(number, int))}, got {number!r}{why}")
-    if "length" in meta and isinstance(value, (list, tuple)):
+    if "length" in meta and isinstance(value, (list, tuple, str)):
         low, high = meta["length"]
         if len(value) < low or (high is not None and len(value) > high):
-            count = f"{low}" if low == high else f"at least {low}" if high is None else f"{low} to {high}"
-            raise _Refused(f"{at} must have {count} item(s), got {list(value)!r}{why}")
+            shown = value if isinstance(value, str) else list(value)
+            raise _Refused(f"{at} must have {_length_text(meta, isinstance(value, str))}, got {shown!r}{why}")
+    if meta.get("unique") and isinstance(value, (list, tuple)):
+        repeated = [v for i, v in enumerate(value) if v in value[:i]]
+        if repeated:
+            once = [v for i, v in enumerate(repeated) if v not in repeated[:i]]  # items may be unhashable
+            raise _Refused(f"{at} items must be distinct: {', '.join(map(str, once))} repeated{why}")
     return value
 
 
@@ -300,6 +316,29 @@ def _range_text(meta: Mapping, integer: bool) -> str:
     if low is not None:
         return f"{noun} {'>=' if 'ge' in meta else '>'} {low:g}"
     return f"{noun} {'<=' if 'le' in meta else '<'} {high:g}"
+
+
+def _length_text(meta: Mapping, text: bool) -> str:
+    """'at least 1 item(s)', '3 item(s)', '1 to 8 character(s)'."""
+    low, high = meta["length"]
+    count = f"{low}" if low == high else f"at least {low}" if high is None else f"{low} to {high}"
+    return f"{count} {'character(s)' if text else 'item(s)'}"
+
+
+def allowed(cls: type, name: str) -> str:
+    """What the loader takes for field `name` of `cls`, in words, as a reference table shows it: 'a number or a
+    list of numbers, >= 0', 'one of hold, damp', 'a list of strings, at least 1 item(s), distinct'."""
+    meta, tp = {f.name: f for f in dataclasses.fields(cls)}[name].metadata, _hints(cls)[name]
+    words = [f"one of {', '.join(map(str, meta['choices']))}" if "choices" in meta else _kind(tp)]
+    ops = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    bounds = [f"{ops[k]} {meta[k]:g}" for k in _RANGE_KEYS if k in meta]
+    if bounds:
+        words.append(" and ".join(bounds))
+    if "length" in meta:
+        words.append(_length_text(meta, tp is str))
+    if meta.get("unique"):
+        words.append("distinct")
+    return ", ".join(words)
 
 
 def _wrong(tp: Any, value: Any, at: str) -> _Refused:

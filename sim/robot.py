@@ -1,6 +1,7 @@
 """Robot description: an MJCF file plus a short YAML of constants (joints in action order, default pose, PD
-gains, torque limits, control mode and timing, base body and height, command limits). `sim2real robot init`
-(sim.robot_init) writes one from an MJCF's own actuators and keyframe.
+gains, torque limits, control mode and timing, base body and height, command limits). The YAML's keys are
+RobotConfig's fields, loaded by edge.config's one validating loader; load_robot resolves them against the MJCF into
+a RobotSpec. `sim2real robot init` (sim.robot_init) writes one from an MJCF's own actuators and keyframe.
 
 The YAML is the single source of every number the twin, the exported manifest and the robot use, so nothing
 is copied by hand between training, validation and deployment. What the robot is asked to learn (rewards,
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import mujoco
 import numpy as np
 
+from edge.config import check_values, load_dataclass, setting
 from edge.fileio import read_yaml_mapping
 from edge.manifest import SAFE_MODES
 from edge.resources import config_path
@@ -29,25 +31,30 @@ ROBOT_CONFIG_DIRS = (config_path("robots"),)
 CONTROL_MODES = ("position", "velocity", "torque")
 # keys a robot YAML held before the task had its own config; named in the error so a user knows where they went
 TASK_KEYS = ("episode_length_s", "command_resample_s", "termination", "observations", "rewards", "randomization")
+PER_JOINT = "one number for every joint, or a list of one per joint"
 
 
 @dataclass(frozen=True)
 class CommandLimits:
     """Base-velocity command ranges (vx, vy in m/s; wz in rad/s, positive = left, as in ROS)."""
 
-    vx: tuple[float, float] = (-1.0, 1.0)
-    vy: tuple[float, float] = (0.0, 0.0)
-    wz: tuple[float, float] = (-1.0, 1.0)
+    vx: tuple[float, float] = setting((-1.0, 1.0), "[low, high] of the forward speed command (m/s)")
+    vy: tuple[float, float] = setting((0.0, 0.0), "[low, high] of the sideways speed command (m/s, positive = left)")
+    wz: tuple[float, float] = setting((-1.0, 1.0), "[low, high] of the turn rate command (rad/s, positive = left)")
+
+    def __post_init__(self) -> None:
+        for axis in ("vx", "vy", "wz"):
+            low, high = getattr(self, axis)
+            if low > high:
+                raise RobotConfigError(f"{axis} must be [low, high] with low <= high, got [{low:g}, {high:g}]")
 
     @classmethod
-    def from_dict(cls, raw: dict, source: str, base: CommandLimits | None = None) -> CommandLimits:
-        """{vx: [low, high], ...} over `base` (the defaults when None); `source` prefixes the error messages."""
-        if not isinstance(raw, dict):
-            raise RobotConfigError(f"{source} must be a mapping of vx, vy, wz ranges, got {raw!r}")
-        unknown = sorted(set(raw) - {"vx", "vy", "wz"})
-        if unknown:
-            raise RobotConfigError(f"{source}: unknown axis(es) {', '.join(unknown)}; known: vx, vy, wz")
-        return dataclasses.replace(base or cls(), **{k: _pair(v, f"{source}.{k}") for k, v in raw.items()})
+    def from_dict(cls, raw: object, source: str, base: CommandLimits | None = None) -> CommandLimits:
+        """{vx: [low, high], ...} over `base` (the defaults when None), checked by edge.config; `source` names
+        the mapping in the error messages."""
+        given = check_values(cls, raw, name=source, error=RobotConfigError)  # each axis named as given
+        merged = {**dataclasses.asdict(base or cls()), **given}
+        return load_dataclass(cls, merged, name=source, error=RobotConfigError)
 
     def low(self) -> np.ndarray:
         return np.array([self.vx[0], self.vy[0], self.wz[0]])
@@ -57,7 +64,69 @@ class CommandLimits:
 
 
 @dataclass(frozen=True)
+class RobotConfig:
+    """A robot YAML as written (config/robots/<name>.yaml), loaded by edge.config: every key, its default, what
+    it allows and what it means. `load_robot` resolves it, with its MJCF, into a RobotSpec."""
+
+    name: str = setting(help="robot name (the manifest's, the run directories')", length=(1, None))
+    mjcf: str = setting(
+        help="MJCF path, relative to the YAML or sim/assets/ (loaded from its own path, so a relative meshdir works)",
+        length=(1, None),
+    )
+    base_body: str = setting(help="the MJCF body with the free joint", length=(1, None))
+    joints: tuple[str, ...] = setting(
+        help="actuated joints (MJCF names), in action order; an actuator is generated for each (the MJCF's own are "
+        "replaced)",
+        length=(1, None),
+        unique=True,
+    )
+    default_pose: float | tuple[float, ...] = setting(help=f"joint targets at zero action: {PER_JOINT}")
+    kp: float | tuple[float, ...] = setting(help=f"PD stiffness (N m/rad): {PER_JOINT}", ge=0)
+    kd: float | tuple[float, ...] = setting(help=f"PD damping (N m s/rad; velocity mode's gain): {PER_JOINT}", ge=0)
+    torque_limit: float | tuple[float, ...] = setting(help=f"motor torque limits (N m): {PER_JOINT}", gt=0)
+    control_mode: str = setting(
+        "position",
+        "position: PD to a joint target; velocity: P (kd) to a joint speed; torque: the action is the torque",
+        choices=CONTROL_MODES,
+    )
+    safe_mode: str = setting(
+        "hold",
+        "on a fault or e-stop: hold the default pose at full gains, or damp (kp = 0, kd kept: a legged robot sinks)",
+        choices=SAFE_MODES,
+    )
+    action_scale: float = setting(
+        0.25, "target units per unit of action (target = default_pose + scale * action)", gt=0
+    )
+    base_height: float = setting(0.3, "base height at reset (m)")
+    sim_dt: float = setting(0.005, "physics period (s)", gt=0)
+    decimation: int = setting(4, "physics steps per policy step: policy period = sim_dt * decimation", ge=1)
+    command_limits: CommandLimits = dataclasses.field(
+        default_factory=CommandLimits,
+        metadata={
+            "help": "the physical envelope of (vx, vy, wz), each [low, high] with low <= high: the manifest's "
+            "limits, the clip of every command"
+        },
+    )
+    feet: tuple[str, ...] = setting(
+        (),
+        "foot geoms (MJCF names) for the foot terms and gait KPIs (optional); four feet are listed front pair, then "
+        "rear pair, sides in the same order (FR, FL, RR, RL): the trot index takes its diagonals from that",
+        unique=True,
+    )
+
+    def __post_init__(self) -> None:
+        n = len(self.joints)
+        for key in ("default_pose", "kp", "kd", "torque_limit"):
+            value = getattr(self, key)
+            if isinstance(value, tuple) and len(value) != n:
+                raise RobotConfigError(f"{key} needs {n} values (one per joint) or one for all, got {len(value)}")
+
+
+@dataclass(frozen=True)
 class RobotSpec:
+    """A robot as loaded (load_robot): a RobotConfig whose mjcf is resolved to a file and whose default pose and
+    torque limits hold one value per joint; the fields mean what RobotConfig's say."""
+
     name: str
     mjcf: Path
     base_body: str
@@ -66,14 +135,14 @@ class RobotSpec:
     kp: float | tuple[float, ...]  # one gain for every joint, or one per joint (as the YAML gives it)
     kd: float | tuple[float, ...]
     torque_limit: tuple[float, ...]
-    control_mode: str = "position"
-    safe_mode: str = "hold"  # edge.manifest.SAFE_MODES: hold the default pose, or damp (kp = 0, kd kept)
-    action_scale: float = 0.25
-    base_height: float = 0.3
-    sim_dt: float = 0.005
-    decimation: int = 4
-    command_limits: CommandLimits = field(default_factory=CommandLimits)  # the physical envelope (manifest)
-    feet: tuple[str, ...] = ()  # foot geoms (MJCF names): contacts, air time and slip of legged tasks and KPIs
+    control_mode: str
+    safe_mode: str  # edge.manifest.SAFE_MODES
+    action_scale: float
+    base_height: float
+    sim_dt: float
+    decimation: int
+    command_limits: CommandLimits  # the physical envelope (manifest)
+    feet: tuple[str, ...]  # foot geoms: contacts, air time and slip of legged tasks and KPIs
 
     @property
     def num_actions(self) -> int:
@@ -105,69 +174,6 @@ class RobotSpec:
         return d
 
 
-def _pair(value, where: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise RobotConfigError(f"{where} must be a [low, high] pair, got {value!r}") from None
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        raise RobotConfigError(f"{where} must be finite, got {value!r}")
-    if lo > hi:
-        raise RobotConfigError(f"{where} low {lo} exceeds high {hi}")
-    return lo, hi
-
-
-def _number(raw: dict, key: str, source: str, default: float | None = None, integer: bool = False) -> float:
-    """A finite number (an integer with `integer`) from the YAML mapping, naming the key when it is not one."""
-    value = raw.get(key, default)
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not np.isfinite(value):
-        raise RobotConfigError(f"{source}: {key} must be a finite {'integer' if integer else 'number'}, got {value!r}")
-    return value
-
-
-def _choice(raw: dict, key: str, choices: tuple[str, ...], source: str) -> str:
-    value = raw.get(key, choices[0])
-    if value not in choices:
-        raise RobotConfigError(f"{source}: {key} {value!r} is not one of {', '.join(choices)}")
-    return value
-
-
-def _text(raw: dict, key: str, source: str) -> str:
-    value = raw.get(key)
-    if not isinstance(value, str) or not value:
-        raise RobotConfigError(f"{source}: {key} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _vector(value, key: str, n: int, source: str) -> tuple[float, ...]:
-    if np.isscalar(value):
-        value = [value] * n
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise RobotConfigError(f"{source}: {key} must be a list of {n} numbers (one per joint)") from None
-    if arr.shape != (n,):
-        raise RobotConfigError(f"{source}: {key} needs {n} values (one per joint), got {arr.size}")
-    if not np.all(np.isfinite(arr)):
-        raise RobotConfigError(f"{source}: {key} holds a non-finite value")
-    return tuple(float(v) for v in arr)
-
-
-def _gain(raw: dict, key: str, n: int, source: str) -> float | tuple[float, ...]:
-    """A PD gain: one number for every joint (kept a number, so manifests and run snapshots stay as they were) or
-    a list of one per joint."""
-    if isinstance(raw[key], list):
-        return _vector(raw[key], key, n, source)
-    return float(_number(raw, key, source))
-
-
-def _names(value, key: str, source: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value) or len(set(value)) != len(value):
-        raise RobotConfigError(f"{source}: {key} must be a list of distinct names, got {value!r}")
-    return tuple(value)
-
-
 def resolve_robot_path(name_or_path: str | Path) -> Path:
     """`rover` -> config/robots/rover.yaml; an existing path is used as it is."""
     p = Path(name_or_path)
@@ -184,62 +190,31 @@ def resolve_robot_path(name_or_path: str | Path) -> Path:
 
 
 def load_robot(name_or_path: str | Path) -> RobotSpec:
-    """Load and validate a robot YAML, checking every name it gives against its MJCF."""
+    """Load and validate a robot YAML (RobotConfig), checking every name it gives against its MJCF."""
     path = resolve_robot_path(name_or_path)
-    raw = read_yaml_mapping(path, RobotConfigError, "robot config", "expected a mapping at the top level")
-    src = str(path)
-    known = {f.name for f in dataclasses.fields(RobotSpec)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        moved = [k for k in unknown if k in TASK_KEYS]
-        hint = f" ({', '.join(moved)}: the task's now, see sim.tasks and config/tasks/)" if moved else ""
-        raise RobotConfigError(f"{src}: unknown key(s) {', '.join(unknown)}{hint}")
-    missing = [
-        k for k in ("name", "mjcf", "base_body", "joints", "default_pose", "kp", "kd", "torque_limit") if k not in raw
-    ]
-    if missing:
-        raise RobotConfigError(f"{src}: missing key(s) {', '.join(missing)}")
-
-    mjcf = Path(_text(raw, "mjcf", src))
+    raw = read_yaml_mapping(path, RobotConfigError, "robot config", "expected a mapping of RobotConfig fields")
+    moved = [str(k) for k in raw if k in TASK_KEYS]
+    if moved:
+        raise RobotConfigError(
+            f"{path}: unknown key(s) {', '.join(moved)} ({', '.join(moved)}: the task's now, see sim.tasks and "
+            "config/tasks/)"
+        )
+    cfg = load_dataclass(RobotConfig, raw, name=str(path), error=RobotConfigError)
+    mjcf = Path(cfg.mjcf)
     if not mjcf.is_absolute():
         mjcf = path.parent / mjcf if (path.parent / mjcf).is_file() else ASSET_DIR / mjcf
     if not mjcf.is_file():
-        raise RobotConfigError(f"{src}: MJCF {raw['mjcf']} not found (looked beside the YAML and in {ASSET_DIR})")
-
-    if not isinstance(raw["joints"], list) or not all(isinstance(j, str) and j for j in raw["joints"]):
-        raise RobotConfigError(f"{src}: joints must be a list of joint names, got {raw['joints']!r}")
-    joints = tuple(raw["joints"])
-    if not joints or len(set(joints)) != len(joints):
-        raise RobotConfigError(f"{src}: joints must list distinct joint names")
-    n = len(joints)
-    mode = raw.get("control_mode", "position")
-    if mode not in CONTROL_MODES:
-        raise RobotConfigError(f"{src}: control_mode {mode!r} is not one of {', '.join(CONTROL_MODES)}")
-    spec = RobotSpec(
-        name=_text(raw, "name", src),
-        mjcf=mjcf.resolve(),
-        base_body=_text(raw, "base_body", src),
-        joints=joints,
-        default_pose=_vector(raw["default_pose"], "default_pose", n, src),
-        kp=_gain(raw, "kp", n, src),
-        kd=_gain(raw, "kd", n, src),
-        torque_limit=_vector(raw["torque_limit"], "torque_limit", n, src),
-        control_mode=mode,
-        safe_mode=_choice(raw, "safe_mode", SAFE_MODES, src),
-        action_scale=float(_number(raw, "action_scale", src, 0.25)),
-        base_height=float(_number(raw, "base_height", src, 0.3)),
-        sim_dt=float(_number(raw, "sim_dt", src, 0.005)),
-        decimation=int(_number(raw, "decimation", src, 4, integer=True)),
-        command_limits=CommandLimits.from_dict(raw.get("command_limits") or {}, f"{src}: command_limits"),
-        feet=_names(raw.get("feet", []), "feet", src),
-    )
-    negative_gain = min(spec.joint_kp) < 0 or min(spec.joint_kd) < 0
-    if spec.decimation < 1 or spec.sim_dt <= 0 or spec.action_scale <= 0 or negative_gain:
-        raise RobotConfigError(f"{src}: decimation must be >= 1, sim_dt and action_scale > 0, kp and kd >= 0")
-    if min(spec.torque_limit) <= 0:
-        raise RobotConfigError(f"{src}: torque_limit must be positive")
+        raise RobotConfigError(f"{path}: MJCF {cfg.mjcf} not found (looked beside the YAML and in {ASSET_DIR})")
+    n = len(cfg.joints)
+    resolved = {"mjcf": mjcf.resolve(), "default_pose": _per_joint(cfg.default_pose, n)}
+    resolved["torque_limit"] = _per_joint(cfg.torque_limit, n)
+    spec = RobotSpec(**{**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}, **resolved})
     build_model(spec)  # fails here, with the name of what is wrong, rather than deep inside a rollout
     return spec
+
+
+def _per_joint(value: float | tuple[float, ...], n: int) -> tuple[float, ...]:
+    return value if isinstance(value, tuple) else (value,) * n
 
 
 def load_mjspec(path: Path) -> mujoco.MjSpec:
@@ -266,20 +241,20 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
     """The robot's MJCF with one PD actuator per configured joint (existing actuators are replaced), on a floor
     (sim.floor) when the MJCF has no ground of its own. Loaded from its own path, so a relative meshdir works."""
     mj = load_mjspec(spec.mjcf)
-    joint_names = {j.name for j in mj.joints}
+    # an unnamed element's name is "": no name in the YAML can match it
+    joint_names = {j.name for j in mj.joints} - {""}
     missing = [j for j in spec.joints if j not in joint_names]
     if missing:
         raise RobotConfigError(
-            f"{spec.mjcf}: joint(s) {', '.join(missing)} named in the robot YAML are not in the MJCF"
+            f"{spec.mjcf}: joint(s) {', '.join(map(repr, missing))} named in the robot YAML are not in the MJCF"
         )
-    body_names = {b.name for b in mj.bodies}
-    if spec.base_body not in body_names:
+    if spec.base_body not in {b.name for b in mj.bodies} - {""}:
         raise RobotConfigError(f"{spec.mjcf}: base_body {spec.base_body!r} is not in the MJCF")
-    geom_names = {g.name for g in mj.geoms}
+    geom_names = {g.name for g in mj.geoms} - {""}
     missing = [g for g in spec.feet if g not in geom_names]
     if missing:
         raise RobotConfigError(
-            f"{spec.mjcf}: foot geom(s) {', '.join(missing)} named in the robot YAML are not in the MJCF"
+            f"{spec.mjcf}: foot geom(s) {', '.join(map(repr, missing))} named in the robot YAML are not in the MJCF"
         )
     for act in list(mj.actuators):
         mj.delete(act)

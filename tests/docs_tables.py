@@ -1,5 +1,5 @@
-"""The docs' budget and node parameter tables, rendered from the configs and parameter structs they restate, so a
-config or parameter change cannot leave a doc behind.
+"""The docs' budget, node parameter and config key tables, rendered from the configs, parameter structs and config
+dataclasses they restate, so a config or parameter change cannot leave a doc behind.
 
 Each table sits in its page between `<!-- table: NAME ... -->` and `<!-- end table -->`; tests/test_docs_tables.py
 fails when a page's table is not what its config renders now.
@@ -13,8 +13,9 @@ import argparse
 import importlib
 import re
 import sys
+import typing
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,6 +145,41 @@ def node_parameters(module: str, struct: str) -> Callable[[], str]:
     return render
 
 
+def _default(value: object) -> str:
+    """A config default as its YAML writes it: [low, high] for a tuple, required for none."""
+    if value is MISSING:
+        return "required"
+    if isinstance(value, tuple):
+        return f"`[{', '.join(_number(v) if isinstance(v, float) else str(v) for v in value)}]`"
+    return f"`{_number(value)}`" if isinstance(value, float) else _code(value)
+
+
+def config_keys(module: str, name: str) -> Callable[[], str]:
+    """A config dataclass's keys (edge.config settings): key (a nested config's as section.key), default, what the
+    loader allows (edge.config.allowed), meaning (the field's help)."""
+    from edge.config import allowed
+
+    def rows(cls: type, prefix: str) -> list[tuple]:
+        out = []
+        for f in fields(cls):
+            tp, meaning = typing.get_type_hints(cls)[f.name], f.metadata.get("help", "").replace("|", "\\|")
+            if isinstance(tp, type) and is_dataclass(tp):
+                out.append(
+                    (f"`{prefix}{f.name}`", "", f"a mapping of {', '.join(g.name for g in fields(tp))}", meaning)
+                )
+                out += rows(tp, f"{prefix}{f.name}.")
+            else:
+                out.append((f"`{prefix}{f.name}`", _default(f.default), allowed(cls, f.name), meaning))
+        return out
+
+    def render() -> str:
+        return _table(
+            ("key", "default", "allowed", "meaning"), rows(getattr(importlib.import_module(module), name), "")
+        )
+
+    return render
+
+
 # table name -> (page, renderer)
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "rlhf-budgets": ("docs/rlhf.md", rlhf_budgets),
@@ -159,6 +195,7 @@ TABLES: dict[str, tuple[str, Callable[[], str]]] = {
         "docs/ros.md",
         node_parameters("ros_nodes.instruction_params", "InstructionParams"),
     ),
+    "robot-yaml-keys": ("docs/twin.md", config_keys("sim.robot", "RobotConfig")),
 }
 
 

@@ -12,9 +12,10 @@ from typing import Literal
 import pytest
 import yaml
 
-from edge.config import add_flags, check_values, flag_values, load_dataclass, setting
+from edge.config import add_flags, allowed, check_values, flag_values, load_dataclass, setting
 from edge.errors import ConfigError
 from edge.resources import config_path
+from sim.robot import RobotConfig
 from sim2real import cli
 from training import errors as training_errors
 from training.ppo.config import PPOConfig
@@ -151,6 +152,46 @@ def test_missing_keys_and_cross_field_checks_are_named(tmp_path):
     assert _refused(tmp_path, "name: a\ninner: {size: 13}\n").endswith("outer.yaml: inner: size 13 is unlucky")
 
 
+@dataclass
+class Named:
+    label: str = setting("a", "a label", length=(1, None))
+    parts: tuple[str, ...] = setting((), "part names", unique=True)
+    gain: float | tuple[float, ...] = setting(1.0, "one for all parts or one each", ge=0)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"label": ""}, "label must have at least 1 character(s), got '' (a label)"),
+        ({"parts": ["a", "b", "a", "a"]}, "parts items must be distinct: a repeated (part names)"),
+        ({"gain": "x"}, "gain must be a number or a list of numbers, got 'x'"),
+        ({"gain": [1, "x"]}, "gain[1] must be a number, got 'x'"),  # a list: the list's own message
+        ({"gain": [1, -1]}, "gain must be a non-negative number, got -1.0 (one for all parts or one each)"),
+        ({"parts": "a"}, "parts must be a list of strings, got 'a'"),
+    ],
+)
+def test_string_length_distinct_items_and_a_number_or_a_list(values, expected):
+    with pytest.raises(ConfigError) as e:
+        load_dataclass(Named, values, name="n.yaml")
+    assert str(e.value) == f"n.yaml: {expected}"
+    assert load_dataclass(Named, {"gain": [1, 2], "parts": ["a", "b"]}) == Named("a", ("a", "b"), (1.0, 2.0))
+    assert load_dataclass(Named, {"gain": 2}).gain == 2.0
+
+
+def test_values_that_are_no_mapping_are_refused_naming_where():
+    with pytest.raises(ConfigError, match=r"^t.yaml: ranges must be a mapping of Named fields, got \[1\]$"):
+        check_values(Named, [1], name="t.yaml: ranges")
+
+
+def test_allowed_says_what_the_loader_takes():
+    assert allowed(Named, "gain") == "a number or a list of numbers, >= 0"
+    assert allowed(Named, "parts") == "a list of strings, distinct"
+    assert allowed(Named, "label") == "a string, at least 1 character(s)"
+    assert allowed(Outer, "colour") == "one of red, green"
+    assert allowed(Outer, "dims") == "a list of integers, >= 1, at least 1 item(s)"
+    assert allowed(Inner, "ratio") == "a number, > 0 and <= 1"
+
+
 def test_a_bad_override_is_named_as_one(tmp_path):
     msg = _refused(tmp_path, "name: a\n", {"dims": [0]})
     assert msg.startswith("Outer: dims must be a positive integer")  # not the file's fault
@@ -196,6 +237,7 @@ CONFIGS = [
     (TriggerPolicy, {}),
     (RetrainConfig, {}),
     (SweepSpec, {"robot": "rover", "search": {"gamma": {"grid": [0.9]}}}),
+    (RobotConfig, yaml.safe_load(config_path("robots", "rover.yaml").read_text())),
 ]
 
 

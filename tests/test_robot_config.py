@@ -1,6 +1,7 @@
 """Bring-your-own robot (MJCF + short YAML, optionally its own task YAML) and the errors a user sees for bad robot
 files."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import yaml
 from edge.manifest import ActionLimits, build_manifest
 from edge.observation import obs_term
 from sim.controllers import StandController
-from sim.robot import RobotConfigError, load_robot
+from sim.robot import CommandLimits, RobotConfigError, load_robot
 from sim.twin import BatchedTwin
 
 # A small hexapod-free, wheel-free robot a user might bring: a 3 kg box on four 2-joint legs.
@@ -156,22 +157,50 @@ def test_malformed_mjcf_is_named(tmp_path):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"default_pose": [0.0, 0.0]}, "default_pose needs 8 values"),
+        ({"default_pose": [0.0, 0.0]}, "crawler.yaml: default_pose needs 8 values"),
         ({"base_body": "torso"}, "base_body 'torso' is not in the MJCF"),
-        ({"control_mode": "impedance"}, "control_mode 'impedance'"),
-        ({"command_limits": {"vx": [1.0, -1.0]}}, "command_limits.vx low 1.0 exceeds high"),
-        ({"mjcf": "nowhere.xml"}, "MJCF nowhere.xml not found"),
-        ({"wheel_radius": 0.1}, "unknown key\\(s\\) wheel_radius$"),
+        ({"control_mode": "impedance"}, "crawler.yaml: control_mode must be one of position, velocity, torque, got"),
+        (
+            {"command_limits": {"vx": [1.0, -1.0]}},
+            "crawler.yaml: command_limits: vx must be \\[low, high\\] with low <=",
+        ),
+        ({"command_limits": {"vx": [1.0]}}, "crawler.yaml: command_limits.vx must be a list of 2 numbers"),
+        ({"mjcf": "nowhere.xml"}, "crawler.yaml: MJCF nowhere.xml not found"),
+        ({"wheel_radius": 0.1}, "crawler.yaml: unknown key\\(s\\) wheel_radius; RobotConfig takes name, mjcf"),
         ({"rewards": {"torques": -1.0}}, "unknown key\\(s\\) rewards \\(rewards: the task's now"),
         ({"termination": {}, "episode_length_s": 5}, "episode_length_s, termination: the task's now"),
-        ({"torque_limit": [1.0, float("nan")] * 4}, "torque_limit holds a non-finite value"),
-        ({"kp": [8.0, 8.0]}, "kp needs 8 values"),
-        ({"kd": [0.2] * 7 + [-0.1]}, "kp and kd >= 0"),
+        ({"torque_limit": [1.0, float("nan")] * 4}, "crawler.yaml: torque_limit\\[1\\] must be a finite number"),
+        ({"torque_limit": 0.0}, "crawler.yaml: torque_limit must be a positive number"),
+        ({"kp": [8.0, 8.0]}, "crawler.yaml: kp needs 8 values"),
+        ({"kp": "stiff"}, "crawler.yaml: kp must be a number or a list of numbers, got 'stiff'"),
+        ({"kd": [0.2] * 7 + [-0.1]}, "crawler.yaml: kd must be a non-negative number, got -0.1"),
+        ({"decimation": 0}, "crawler.yaml: decimation must be a positive integer"),
+        ({"name": ""}, "crawler.yaml: name must have at least 1 character"),
+        ({"joints": ["fl_hip"] * 8}, "crawler.yaml: joints items must be distinct: fl_hip repeated"),
+        ({"feet": [""]}, "foot geom\\(s\\) '' named in the robot YAML are not in the MJCF"),
     ],
 )
 def test_bad_robot_yaml_is_named(tmp_path, overrides, message):
     with pytest.raises(RobotConfigError, match=message):
         load_robot(write_user_robot(tmp_path, **overrides))
+
+
+def test_one_value_for_all_joints_and_defaults(tmp_path):
+    """A scalar pose or torque limit is one per joint in the spec (kp and kd stay as given, for the manifest);
+    keys left out take RobotConfig's defaults."""
+    spec = load_robot(write_user_robot(tmp_path, default_pose=0.1, command_limits={"vx": [-0.3, 0.3]}))
+    assert spec.default_pose == (0.1,) * 8 and spec.torque_limit == (4.0,) * 8 and spec.kp == 8.0
+    assert (spec.control_mode, spec.safe_mode, spec.action_scale, spec.feet) == ("position", "hold", 0.25, ())
+    assert spec.command_limits == CommandLimits(vx=(-0.3, 0.3), vy=(0.0, 0.0), wz=(-1.0, 1.0))
+
+
+@pytest.mark.parametrize("robot", ["rover", "quadruped"])
+def test_a_run_snapshot_of_the_robot_loads_back_to_it(tmp_path, robot):
+    """training.ppo.launch writes the robot as resolved (RobotSpec.to_dict) beside a run: the same keys, so it
+    loads again as the same robot."""
+    spec = load_robot(robot)
+    (tmp_path / "robot.yaml").write_text(yaml.safe_dump(json.loads(json.dumps(spec.to_dict())), sort_keys=False))
+    assert load_robot(tmp_path / "robot.yaml") == spec
 
 
 def test_unknown_robot_lists_the_known_ones():

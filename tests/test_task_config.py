@@ -258,7 +258,7 @@ def test_resampling_follows_the_task_period(tmp_path, quadruped):
         ("terminations: {tilted: {params: {max_tilt_rad: null}}}", r"terminations.tilted.params.max_tilt_rad must be"),
         ("observations: [base_lin_vel, lidar]", r"unknown observation term\(s\) lidar; known: base_lin_vel, "),
         ("commands: {ranges: {vx: [-2.0, 1.0]}}", r"commands.ranges.vx \[-2.0, 1.0\] is outside robot 'quadruped'"),
-        ("commands: {ranges: {vz: [0, 1]}}", r"commands.ranges: unknown axis\(es\) vz"),
+        ("commands: {ranges: {vz: [0, 1]}}", r"commands.ranges: unknown key\(s\) vz; CommandLimits takes vx, vy, wz"),
         ("commands: {stand_still_share: 2}", r"commands.stand_still_share in \[0, 1\]"),
         ("commands: {heading: true}", r"commands: unknown key\(s\) heading"),
         ("randomization: {friction: high}", r"randomization: friction must be a finite \[low, high\]"),
