@@ -7,7 +7,7 @@ import torch
 from tensordict import TensorDict
 
 from sim.randomization import RandomizationConfig
-from sim.robot import RobotSpec, load_robot
+from sim.robot import load_robot
 from sim.symmetry import JointMirror, SymmetryError, observation_mirror
 from sim.twin import BatchedTwin
 from training.ppo.config import PPOConfig
@@ -72,10 +72,11 @@ def test_a_robot_without_a_twin_for_a_joint_has_no_mirror(tmp_path):
         <body name="arm" pos="0 0.1 0"><joint name="shoulder" axis="1 0 0"/><geom type="capsule" size=".02"
         fromto="0 0 0 0 0 -0.2"/></body></body></worldbody></mujoco>"""
     )
-    spec = RobotSpec(
-        name="one_arm", mjcf=mjcf, base_body="base", joints=("shoulder",), default_pose=(0.0,), kp=10.0, kd=1.0,
-        torque_limit=(5.0,),
-    )  # fmt: skip
+    (tmp_path / "one_arm.yaml").write_text(
+        "name: one_arm\nmjcf: one_arm.xml\nbase_body: base\njoints: [shoulder]\ndefault_pose: [0.0]\n"
+        "kp: 10.0\nkd: 1.0\ntorque_limit: [5.0]\n"
+    )
+    spec = load_robot(tmp_path / "one_arm.yaml")
     with pytest.raises(SymmetryError, match="joint shoulder has no mirror twin"):
         JointMirror.of(spec)
     with pytest.raises(SymmetryError, match="observation term 'height_scan' has no mirror"):
