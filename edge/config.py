@@ -37,6 +37,7 @@ from typing import Any, TypeGuard, TypeVar
 
 from edge.errors import ConfigError, UserFixableError
 from edge.fileio import read_yaml_mapping
+from edge.resources import share_dir
 
 __all__ = ["add_flags", "allowed", "check_values", "flag_values", "load_dataclass", "setting"]
 
@@ -386,7 +387,7 @@ def _as_mapping(value: Any) -> dict:
 
 # ---------------------------------------------------------------------------------------------- command line
 def add_flags(
-    parser: argparse.ArgumentParser,
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     cls: type,
     fields: Mapping[str, str | None] | Iterable[str] | None = None,
     *,
@@ -395,9 +396,11 @@ def add_flags(
 ) -> None:
     """One flag per field of `cls` (all that a flag can express, or those named in `fields`, which may map a
     field to its flag: {"num_envs": "--envs"}). The help, type and choices come from the field; the default is
-    None, so a flag not given overrides nothing (`flag_values`). `defaults_from` names where the values of flags
-    not given come from (a YAML file): the parser's description says so once, and each help shows the built-in
-    default. A nested dataclass field gets one flag per field of its own: --model-hidden-size."""
+    None, so a flag not given overrides nothing (`flag_values`). A field without a default is a required flag
+    unless `defaults_from` names where the values of flags not given come from (a YAML file): the parser's
+    description says so once, and each help shows the built-in default. A bool field is --x / --no-x; a list
+    field takes its items space-separated (none at all when its default is empty). `parser` may be an argument
+    group. A nested dataclass field gets one flag per field of its own: --model-hidden-size."""
     names = dict(fields) if isinstance(fields, Mapping) else dict.fromkeys(fields) if fields is not None else None
     if defaults_from and not _prefix:
         note = f"Flags not given take their values from {defaults_from}, else the built-in defaults shown."
@@ -412,7 +415,8 @@ def add_flags(
         if _is_dataclass_type(tp):
             add_flags(parser, tp, defaults_from=defaults_from, _prefix=dest + ".")
             continue
-        kwargs = _flag_kwargs(tp, f.metadata)
+        default = _default(f)
+        kwargs = _flag_kwargs(tp, f.metadata, empty_list=isinstance(default, (list, tuple)) and not default)
         if kwargs is None:
             if names is not None:
                 raise TypeError(f"{cls.__name__}.{f.name} ({tp}) cannot be a command-line flag")
@@ -421,6 +425,8 @@ def add_flags(
         help = _flag_help(f, "built-in default" if defaults_from else "default")
         if "choices" not in kwargs and "action" not in kwargs:  # argparse shows choices as {a,b} by itself
             kwargs["metavar"] = f.name.upper()
+        if default is dataclasses.MISSING and not defaults_from:
+            kwargs["required"] = True
         parser.add_argument(flag, dest=dest, default=None, help=help, **kwargs)
 
 
@@ -446,25 +452,36 @@ def flag_values(
     return out
 
 
-def _flag_kwargs(tp: Any, meta: Mapping) -> dict | None:
-    """add_argument's type/choices/nargs/action for a field type; None for a type no flag can express."""
+_SCALARS = (int, float, str, Path)
+
+
+def _flag_kwargs(tp: Any, meta: Mapping, empty_list: bool = False) -> dict | None:
+    """add_argument's type/choices/nargs/action for a field type; None for a type no flag can express. A path
+    typed `str | Path` is a string; a list whose default is empty (`empty_list`) may be given with no items."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        return _flag_kwargs(args[0], meta) if len(args) == 1 else None
+        if len(args) > 1 and set(args) <= {str, Path}:
+            args = [str]
+        return _flag_kwargs(args[0], meta, empty_list) if len(args) == 1 else None
     if tp is bool:
         return {"action": argparse.BooleanOptionalAction}
     if typing.get_origin(tp) is typing.Literal:
         return {"type": type(args[0]), "choices": list(args)}
-    if tp in (int, float, str):
+    if tp in _SCALARS:
         return {"type": tp, **({"choices": list(meta["choices"])} if "choices" in meta else {})}
-    if typing.get_origin(tp) in (list, tuple) and args and args[0] in (int, float, str):
+    if typing.get_origin(tp) in (list, tuple) and args and args[0] in _SCALARS:
         fixed = typing.get_origin(tp) is tuple and args[-1] is not Ellipsis
-        return {"type": args[0], "nargs": len(args) if fixed else "+"}
+        return {"type": args[0], "nargs": len(args) if fixed else "*" if empty_list else "+"}
     return None
 
 
+def _default(f: dataclasses.Field) -> Any:
+    """A field's default (a fresh one from its factory), or dataclasses.MISSING."""
+    return f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+
+
 def _flag_help(f: dataclasses.Field, label: str) -> str:
-    default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+    default = _default(f)
     text = f.metadata.get("help", "")
     if default is not dataclasses.MISSING:
         text += f" ({label} {_show(default)})"
@@ -472,10 +489,21 @@ def _flag_help(f: dataclasses.Field, label: str) -> str:
 
 
 def _show(value: Any) -> str:
-    if value is None:
+    """A default as a flag's help shows it: a list as its items, a file of the package as config/... ."""
+    if value is None or (isinstance(value, (list, tuple)) and not value):
         return "none"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, (list, tuple)):
-        return " ".join(map(str, value))
+        return " ".join(map(_show, value))
+    if isinstance(value, (str, os.PathLike)) and os.path.isabs(value):
+        return _in_share(Path(value))
     return str(value) if value != "" else "''"
+
+
+def _in_share(path: Path) -> str:
+    """`path` relative to the package's share directory (config/sil/...) when it lies there, as the docs name it."""
+    try:
+        return str(path.relative_to(share_dir()))
+    except (ValueError, FileNotFoundError):
+        return str(path)

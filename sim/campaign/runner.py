@@ -102,15 +102,19 @@ class CampaignRequest:
     artifact: str | Path = setting(help="the artifact directory the campaign runs")
     campaign: CampaignConfig = setting(help="the campaign (sim.campaign.config.load_campaign)")
     out: str | Path = setting(help="results.jsonl, traces/, summary.json and report.html go here; resumed from here")
-    workers: int = setting(1, "local worker processes", ge=1)
-    ray_address: str | None = setting(None, "run the batches on this Ray cluster instead")
-    threads: int = setting(1, "threads per worker", ge=1)
+    workers: int = setting(1, "parallel workers; more than one runs the batches as Ray tasks", ge=1)
+    ray_address: str | None = setting(
+        None, "address of a running Ray cluster to run the batches on (e.g. auto, ray://host:10001)"
+    )
+    threads: int = setting(1, "MuJoCo threads per worker (a Ray task reserves that many CPUs)", ge=1)
     fresh: bool = setting(False, "discard the results already in `out` instead of resuming them")
     compare_to: str | Path | None = setting(
         None, "a second artifact run on the same campaign (results in out/compare/<sha>), with per-scenario deltas"
     )
     promote_verdict: bool = setting(True, "record the verdict in the artifact's manifest")
-    signing_key: str | Path | None = setting(None, "sign a passing verdict with this key (promotion)")
+    signing_key: str | Path | None = setting(
+        None, "sign a passing verdict with this ed25519 key (sim2real keys init): promotion"
+    )
     trust: TrustPolicy = setting(
         TrustPolicy(),
         "a promoted (signed) artifact, and with trusted keys any artifact, must verify against the trusted keys "

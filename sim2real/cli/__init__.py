@@ -15,7 +15,8 @@ import sys
 
 from edge.errors import UserFixableError
 
-# name -> module; imported only when that subcommand runs, so `sim2real --help` stays fast
+# name -> module; a module's flags (add_arguments, which may import what its configs need) are built only for the
+# subcommand that runs, so `sim2real --help` stays fast
 SUBCOMMANDS = {
     "demo": "sim2real.cli.demo",
     "export": "sim2real.cli.export",
@@ -32,7 +33,8 @@ SUBCOMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with `command` one whose other subcommands have no arguments (`main` parses one)."""
     parser = argparse.ArgumentParser(
         prog="sim2real",
         description="Sim-to-real suite: train in digital twins, validate, deploy to ROS 2, retrain from field logs.",
@@ -48,13 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=module.EXAMPLES,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        module.add_arguments(p)
+        if command is None or command == name:
+            module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(next(iter(argv), "")).parse_args(argv)
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

@@ -7,7 +7,14 @@ with mode 0600; its public half (signing.pub) is what robots trust (policy_node'
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import shutil
+import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from edge.signing import TrustPolicy
 
 HELP = "Create and show the artifact signing key; sign or verify an artifact."
 EXAMPLES = """examples:
@@ -18,17 +25,24 @@ EXAMPLES = """examples:
 """
 
 
-def add_trust_arguments(p: argparse.ArgumentParser, subject: str, allow_unsigned: bool = True) -> None:
-    """--trusted-keys (the public keys `subject`) and, with `allow_unsigned`, the development switch beside it."""
-    p.add_argument(
-        "--trusted-keys", nargs="*", default=[], help=f"public keys (files or directories of *.pub) {subject}"
-    )
-    if allow_unsigned:
-        p.add_argument(
-            "--allow-unsigned",
-            action="store_true",
-            help="accept an unsigned or unverifiable artifact (development only; WARN)",
-        )
+def add_trust_flags(p: argparse.ArgumentParser, request: type, fields: tuple[str, ...] | None = None) -> None:
+    """edge.signing.TrustPolicy's fields (all, or those named) as flags: --trusted-keys, --allow-unsigned,
+    --allow-unvalidated, with the fields' help, in a group that `request`'s own `trust` field describes (what its
+    artifacts must pass)."""
+    from edge.config import add_flags
+    from edge.signing import TrustPolicy
+
+    about = next(f for f in dataclasses.fields(request) if f.name == "trust").metadata["help"]
+    width = shutil.get_terminal_size().columns - 4  # the subcommands' formatter prints descriptions as they are
+    add_flags(p.add_argument_group("trust", textwrap.fill(about, max(width, 40))), TrustPolicy, fields)
+
+
+def trust_policy(args: argparse.Namespace) -> TrustPolicy:
+    """The TrustPolicy of the trust flags given (`add_trust_flags`); the ones not given keep their defaults."""
+    from edge.config import flag_values
+    from edge.signing import TrustPolicy
+
+    return TrustPolicy(**flag_values(args, TrustPolicy))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

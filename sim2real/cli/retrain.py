@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sim2real.cli.keys import add_trust_arguments
+from sim2real.cli.keys import add_trust_flags, trust_policy
 from sim2real.errors import UserError
+
+if TYPE_CHECKING:
+    from sim2real.retrain import RetrainRequest, WatchConfig
 
 HELP = "Retrain from field logs: drift check, system id of the twin, fine-tune, re-validate, promote."
 EXAMPLES = """examples:
@@ -28,32 +32,36 @@ decision. Exit status: 0 promoted or no drift, 1 retrained but not promoted.
 """
 
 
+# RetrainRequest's fields with a flag, by flag name (None: the field's own); the logs come from --logs or --watch,
+# out_dir from --out (its default depends on the mode), topics from --topic (SIGNAL=TOPIC, repeatable)
+FLAGS = {
+    "artifact": None,
+    "budget": None,
+    "config": None,
+    "trigger": None,
+    "registry": None,
+    "force": None,
+    "seed": None,
+    "signing_key": "--sign-key",
+}
+WATCH_FLAGS = {"debounce_s": "--debounce", "idle_exit_s": "--exit-when-idle", "max_batches": None}  # WatchConfig's
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from edge.config import add_flags
+    from sim2real.retrain import RetrainRequest, WatchConfig
+
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
         "--logs", metavar="DIR", help="field logs: an .mcap, .db3 or .bag file or a directory of them (one shot)"
     )
     src.add_argument("--watch", metavar="DIR", help="process finalised logs as they appear in DIR")
-    p.add_argument("--artifact", required=True, help="the deployed policy artifact the logs came from")
-    p.add_argument(
-        "--budget",
-        default="quick",
-        help="minimal, quick, full (config/retrain/retrain.yaml) or a budget YAML (default quick)",
-    )
+    add_flags(p, RetrainRequest, FLAGS)
     p.add_argument(
         "--out",
         help="output directory (default runs/retrain/<timestamp>; watch: one subdirectory per "
         "retraining under runs/retrain/watch)",
     )
-    p.add_argument("--registry", default="runs/registry.sqlite", help="lineage registry (default %(default)s)")
-    p.add_argument("--force", action="store_true", help="retrain even when the trigger stays silent")
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="read the logs and print what they can and cannot tell (each KPI, the trigger's verdict, the replay "
-        "windows system identification would fit), then stop: nothing trained, nothing recorded",
-    )
-    p.add_argument("--trigger", help="trigger policy YAML (default config/retrain/trigger.yaml)")
     p.add_argument(
         "--topic",
         action="append",
@@ -63,49 +71,58 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "odom=/wheel_controller/odom; repeatable; on top of the trigger YAML's topics (default: the signal's "
         "own name, namespaced or not)",
     )
-    p.add_argument("--config", help="retraining YAML (default config/retrain/retrain.yaml)")
-    p.add_argument("--debounce", type=float, default=2.0, help="watch: seconds without new logs before a batch")
-    p.add_argument("--exit-when-idle", type=float, metavar="S", help="watch: stop after S seconds with nothing new")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="read the logs and print what they can and cannot tell (each KPI, the trigger's verdict, the replay "
+        "windows system identification would fit), then stop: nothing trained, nothing recorded",
+    )
     p.add_argument("--json", metavar="FILE", help="write the result(s) as JSON")
-    p.add_argument("--sign-key", metavar="KEY", help="sign a promoted artifact with this ed25519 key (sim2real keys)")
-    add_trust_arguments(
-        p,
-        "the deployed (signed) artifact must verify against (default: the --sign-key's public half)",
-        allow_unsigned=False,
+    add_trust_flags(p, RetrainRequest, ("trusted_keys",))
+    watch = p.add_argument_group("watch mode", "with --watch: how new logs are batched and when watching stops")
+    add_flags(watch, WatchConfig, WATCH_FLAGS)
+
+
+def request_of(args: argparse.Namespace) -> RetrainRequest:
+    """The RetrainRequest the arguments give (a flag not given keeps the field's default)."""
+    import datetime
+
+    from edge.config import check_values, flag_values
+    from sim2real.retrain import RetrainRequest
+    from training.retrain.ingest import topic_mapping
+
+    given = check_values(RetrainRequest, flag_values(args, RetrainRequest, FLAGS), name="RetrainRequest")
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    return RetrainRequest(
+        logs=Path(args.logs or args.watch),
+        out_dir=Path(args.out or ("runs/retrain/watch" if args.watch else f"runs/retrain/{stamp}")),
+        **given,
+        trust=trust_policy(args),
+        topics=topic_mapping(args.topic),
     )
 
 
+def watch_config_of(args: argparse.Namespace) -> WatchConfig:
+    from edge.config import check_values, flag_values
+    from sim2real.retrain import WatchConfig
+
+    return WatchConfig(**check_values(WatchConfig, flag_values(args, WatchConfig, WATCH_FLAGS), name="WatchConfig"))
+
+
 def run(args: argparse.Namespace) -> int:
-    import datetime
     import json
 
     from rich.console import Console
 
-    from edge.signing import TrustPolicy
     from sim2real.cli.console import progress_bar
-    from sim2real.retrain import RetrainRequest, WatchConfig, retrain, watch
-    from training.retrain.config import DEFAULT_CONFIG
-    from training.retrain.ingest import topic_mapping
+    from sim2real.retrain import retrain, watch
 
     console = Console()
+    if args.dry_run and args.watch:
+        raise UserError("--dry-run reads --logs once; it does not watch")
+    request = request_of(args)
     if args.dry_run:
-        if args.watch:
-            raise UserError("--dry-run reads --logs once; it does not watch")
-        return _dry_run(args, console)
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    request = RetrainRequest(
-        Path(args.logs or args.watch),
-        Path(args.artifact),
-        Path(args.out or ("runs/retrain/watch" if args.watch else f"runs/retrain/{stamp}")),
-        budget=args.budget,
-        registry=Path(args.registry),
-        force=args.force,
-        config=Path(args.config or DEFAULT_CONFIG),
-        trigger=Path(args.trigger) if args.trigger else None,
-        signing_key=Path(args.sign_key) if args.sign_key else None,
-        trust=TrustPolicy(args.trusted_keys),
-        topics=topic_mapping(args.topic),
-    )
+        return _dry_run(request, console)
 
     def say(line: str) -> None:
         console.print(f"[bold]retrain[/]: {line}", highlight=False)
@@ -117,8 +134,7 @@ def run(args: argparse.Namespace) -> int:
             bar.update(task, completed=fraction, description=note)
 
         if args.watch:
-            config = WatchConfig(debounce_s=args.debounce, idle_exit_s=args.exit_when_idle)
-            results = watch(Path(args.watch), request, config, say=say, progress=progress)
+            results = watch(Path(args.watch), request, watch_config_of(args), say=say, progress=progress)
         else:
             results = [retrain(request, progress, log=say)]
     for r in results:
@@ -168,7 +184,7 @@ def _estimate(e: dict) -> str:
     return text if e["determined"] else f"{text}, not determined: {e['why']}"
 
 
-def _dry_run(args: argparse.Namespace, console) -> int:
+def _dry_run(request: RetrainRequest, console) -> int:
     """What the logs can and cannot tell, before anything trains: per file the topic each signal came from and any
     damage; each KPI, measured or not and why; the trigger's verdict; the replay windows system identification
     would fit. Nothing is written."""
@@ -177,35 +193,27 @@ def _dry_run(args: argparse.Namespace, console) -> int:
     from edge.manifest import load_manifest
     from sim.campaign.rollout import robot_limits
     from sim.robot import load_robot
-    from training.retrain.config import DEFAULT_CONFIG, RetrainConfig
-    from training.retrain.drift import (
-        DEFAULT_TRIGGER,
-        KPI_NEEDS,
-        LABELS,
-        TriggerPolicy,
-        decide,
-        field_kpis,
-        read_logs,
-    )
-    from training.retrain.ingest import log_files, topic_mapping
+    from training.retrain.config import RetrainConfig
+    from training.retrain.drift import KPI_NEEDS, LABELS, TriggerPolicy, decide, field_kpis, read_logs
+    from training.retrain.ingest import log_files
     from training.retrain.sysid import log_windows
 
-    manifest = load_manifest(Path(args.artifact))
+    manifest = load_manifest(request.artifact)
     baseline = (manifest.campaign_verdict or {}).get("kpi_means")
     if not baseline:
-        raise UserError(f"{args.artifact} has no campaign verdict with KPI means: validate it first")
+        raise UserError(f"{request.artifact} has no campaign verdict with KPI means: validate it first")
     spec = load_robot(manifest.robot["name"])
-    policy = TriggerPolicy.from_yaml(Path(args.trigger) if args.trigger else DEFAULT_TRIGGER)
-    files = log_files(Path(args.logs))
+    policy = TriggerPolicy.from_yaml(request.trigger)
+    files = log_files(Path(request.logs))
     if not files:
-        raise UserError(f"no finalised field logs (.mcap, .db3, .bag) in {args.logs}")
-    logs = read_logs(files, spec, {**policy.topics, **topic_mapping(args.topic)})
+        raise UserError(f"no finalised field logs (.mcap, .db3, .bag) in {request.logs}")
+    logs = read_logs(files, spec, {**policy.topics, **request.topics})
     kpis = field_kpis(logs, robot_limits(spec))
     decision = decide(kpis, baseline, policy)
-    sizes = RetrainConfig.from_yaml(Path(args.config or DEFAULT_CONFIG)).budget(args.budget).sysid
+    sizes = RetrainConfig.from_yaml(request.config).budget(request.budget).sysid
     windows = log_windows(logs, sizes.window_s, sizes.windows)
 
-    table = Table(title=f"what {args.logs} can tell (dry run: nothing trained)", show_header=False)
+    table = Table(title=f"what {request.logs} can tell (dry run: nothing trained)", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
     for f, log in zip(files, logs, strict=True):

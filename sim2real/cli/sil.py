@@ -7,8 +7,8 @@ import argparse
 import json
 import math
 
-from sim2real.cli.keys import add_trust_arguments
-from sim2real.sil import DEFAULT_COMMANDS, SETTLE_S
+from sim2real.cli.keys import add_trust_flags, trust_policy
+from sim2real.sil import SETTLE_S, SilRequest
 
 HELP = "Run policy_node against a twin over ROS 2 (software in the loop) and report tracking KPIs."
 EXAMPLES = """examples:
@@ -23,73 +23,51 @@ An instruction script is a YAML list of {t_s, text}: each text goes out on /inst
 """
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from edge.instruct.onnx_generator import BACKENDS as INSTRUCTION_BACKENDS
-    from edge.runtime import BACKENDS
+# SilRequest's fields with a flag (its trust policy's are in the trust group); --json is the command's own
+FLAGS = (
+    "artifact",
+    "duration",
+    "field_twin",
+    "commands",
+    "instructions",
+    "instruction_model",
+    "instruction_backend",
+    "record",
+    "backend",
+    "real_time",
+    "robot_python",
+)
 
-    p.add_argument("--artifact", required=True, help="policy artifact directory")
-    p.add_argument("--duration", type=float, default=20.0, help="simulated seconds (default 20)")
-    p.add_argument(
-        "--field-twin",
-        default="",
-        help="field robot YAML: hidden twin parameters and effects the twin cannot express (default: nominal twin)",
-    )
-    p.add_argument("--commands", default=str(DEFAULT_COMMANDS), help="YAML list of {vx, vy, wz, duration_s}")
-    p.add_argument(
-        "--instructions",
-        default="",
-        help="YAML list of {t_s, text} for instruction_node (replaces --commands; needs --instruction-model)",
-    )
-    p.add_argument(
-        "--instruction-model", default="", help="exported instruction model directory (the rlhf pipeline's onnx/)"
-    )
-    p.add_argument(
-        "--instruction-backend",
-        choices=INSTRUCTION_BACKENDS,
-        default=INSTRUCTION_BACKENDS[0],
-        help="instruction_node's ONNX Runtime providers (default %(default)s)",
-    )
-    p.add_argument("--record", default="", help="record MCAP field logs into this directory")
-    p.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0], help="policy backend (default %(default)s)")
-    p.add_argument("--real-time", action="store_true", help="wall-clock pace instead of lockstep")
-    p.add_argument("--allow-unvalidated", action="store_true", help="run an artifact no campaign has passed")
-    add_trust_arguments(p, "the artifact's signature must verify against")
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from edge.config import add_flags
+
+    add_flags(p, SilRequest, FLAGS)
+    add_trust_flags(p, SilRequest)
     p.add_argument("--json", default="", help="write the KPI summary to this file")
-    p.add_argument(
-        "--robot-python",
-        default="",
-        help="run policy_node, instruction_node and field_recorder on this interpreter: the robot's own install "
-        "(a venv with edge[robot,instruct]); the twin stays on this one",
-    )
+
+
+def request_of(args: argparse.Namespace) -> SilRequest:
+    """The SilRequest the flags give (a flag not given keeps the field's default)."""
+    from edge.config import check_values, flag_values
+
+    given = check_values(SilRequest, flag_values(args, SilRequest, FLAGS), name="SilRequest")
+    return SilRequest(**given, trust=trust_policy(args))
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from edge.signing import TrustPolicy
     from sim2real.cli.console import progress_bar
-    from sim2real.sil import SilRequest, run_sil
+    from sim2real.sil import run_sil
 
+    request = request_of(args)
     with progress_bar("percent", "remaining") as bar:
-        task = bar.add_task("software in the loop (simulated s)", total=args.duration)
-        request = SilRequest(
-            args.artifact,
-            args.duration,
-            field_twin=args.field_twin,
-            commands=args.commands,
-            record=args.record,
-            backend=args.backend,
-            real_time=args.real_time,
-            instructions=args.instructions or None,
-            instruction_model=args.instruction_model or None,
-            instruction_backend=args.instruction_backend,
-            robot_python=args.robot_python or None,
-            trust=TrustPolicy(args.trusted_keys, args.allow_unsigned, args.allow_unvalidated),
-        )
+        task = bar.add_task("software in the loop (simulated s)", total=request.duration)
         summary = run_sil(request, progress=lambda t: bar.update(task, completed=t))
     table = Table(
-        title=f"{summary['robot']}, {args.duration:g} s simulated",
+        title=f"{summary['robot']}, {request.duration:g} s simulated",
         caption=f"means after {SETTLE_S:g} s settling per command",
     )
     table.add_column("KPI")

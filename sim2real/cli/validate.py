@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sim2real.cli.keys import add_trust_arguments
+from sim2real.cli.keys import add_trust_flags, trust_policy
 from sim2real.errors import UserError
+
+if TYPE_CHECKING:
+    from sim.campaign.runner import CampaignRequest
 
 HELP = "Validate a policy artifact with a scenario campaign in the digital twin (gates, report, promotion)."
 EXAMPLES = """examples:
@@ -26,35 +30,39 @@ OUT/report.html and OUT/summary.json hold the verdict; exit code 1 when a gate f
 """
 
 
+# CampaignRequest's fields with a flag, by flag name (None: the field's own); the artifact is the positional
+# argument, the campaign comes from --campaign (and --backend), out from --out or the artifact's hash
+FLAGS = {
+    "workers": None,
+    "ray_address": None,
+    "threads": None,
+    "compare_to": "--compare",
+    "fresh": None,
+    "promote_verdict": "--promote",
+    "signing_key": "--sign-key",
+}
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from edge.config import add_flags
     from sim.backends import BACKENDS
+    from sim.campaign.runner import CampaignRequest
 
     p.add_argument("policy", help="policy artifact directory (policy.onnx + manifest.json)")
     p.add_argument("--campaign", required=True, help="campaign YAML path or name in config/campaigns (quick, full)")
-    p.add_argument("--workers", type=int, default=1, help="parallel workers; >1 runs batches as Ray tasks (default 1)")
-    p.add_argument("--ray-address", help="address of a running Ray cluster (e.g. auto, ray://host:10001)")
     p.add_argument("--backend", choices=BACKENDS, help="twin backend (default: the YAML's)")
     p.add_argument("--out", help="results directory (default runs/validation/<campaign>-<onnx sha256[:12]>)")
-    p.add_argument("--compare", metavar="OTHER_POLICY", help="also run OTHER_POLICY and report per-scenario deltas")
-    p.add_argument("--fresh", action="store_true", help="discard results in --out instead of resuming")
-    p.add_argument("--no-promote", action="store_true", help="do not write the verdict into the manifest")
-    p.add_argument(
-        "--sign-key", default="", help="sign a passing verdict with this ed25519 key (sim2real keys init): promotion"
-    )
-    add_trust_arguments(
-        p,
-        "a promoted (signed) artifact must verify against; given, an approved one must be signed "
-        "(default: the --sign-key's public half)",
-    )
+    add_flags(p, CampaignRequest, FLAGS)
+    add_trust_flags(p, CampaignRequest, ("trusted_keys", "allow_unsigned"))
 
 
-def run(args: argparse.Namespace) -> int:
+def request_of(args: argparse.Namespace) -> CampaignRequest:
+    """The CampaignRequest the arguments give (a flag not given keeps the field's default)."""
+    from edge.config import check_values, flag_values
     from edge.errors import ArtifactError
     from edge.manifest import load_manifest
-    from edge.signing import TrustPolicy
     from sim.campaign.config import load_campaign
-    from sim.campaign.runner import REPORT_FILE, CampaignRequest, run_campaign, with_backend
-    from sim2real.cli.console import make_console, progress_bar
+    from sim.campaign.runner import CampaignRequest, with_backend
 
     cfg = with_backend(load_campaign(args.campaign), args.backend)
     try:
@@ -62,22 +70,21 @@ def run(args: argparse.Namespace) -> int:
     except ArtifactError as e:
         raise UserError(str(e)) from None
     out = Path(args.out or Path("runs") / "validation" / f"{cfg.name}-{sha[:12]}")
+    given = check_values(CampaignRequest, flag_values(args, CampaignRequest, FLAGS), name="CampaignRequest")
+    return CampaignRequest(args.policy, cfg, out, **given, trust=trust_policy(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    from edge.errors import ArtifactError
+    from sim.campaign.runner import REPORT_FILE, run_campaign
+    from sim2real.cli.console import make_console, progress_bar
+
+    request = request_of(args)
+    cfg, out = request.campaign, Path(request.out)
     console = make_console()
     with progress_bar("steps", "remaining", console=console) as bar:
         task = bar.add_task(f"campaign {cfg.name} ({cfg.backend})", total=None)
         try:
-            request = CampaignRequest(
-                args.policy,
-                cfg,
-                out,
-                workers=args.workers,
-                ray_address=args.ray_address,
-                fresh=args.fresh,
-                compare_to=args.compare,
-                promote_verdict=not args.no_promote,
-                signing_key=args.sign_key or None,
-                trust=TrustPolicy(args.trusted_keys, allow_unsigned=args.allow_unsigned),
-            )
             outcome = run_campaign(request, progress=lambda done, total: bar.update(task, completed=done, total=total))
         except (ArtifactError, ImportError) as e:  # a refused artifact; a backend or Ray that is not installed
             raise UserError(str(e)) from None

@@ -26,7 +26,7 @@ from edge.signing import TrustPolicy
 from sim2real.errors import UserError
 from sim2real.pipeline import Budget, Pipeline, Progress, Run, Stage, StageContext
 from training.retrain.config import DEFAULT_CONFIG, RetrainConfig
-from training.retrain.drift import ingest_logs
+from training.retrain.drift import DEFAULT_TRIGGER, ingest_logs
 from training.retrain.registry import DEFAULT_REGISTRY, CampaignRecord, Registry
 
 # seconds each stage takes: minimal as measured in the loop's minimal run (2 idle cores), quick and full scaled by
@@ -79,19 +79,23 @@ class RetrainRequest:
     logs: Path | tuple[Path, ...] = setting(help="the field logs: a file, a directory of them, or several files")
     artifact: Path = setting(help="the deployed artifact the logs came from (its campaign KPIs are the baseline)")
     out_dir: Path = setting(help="the retraining's directory (retrain.json, train/, campaign-*/); resumed from here")
-    budget: str = setting("quick", "the retraining budget (config/retrain/retrain.yaml)")
-    registry: Path | None = setting(None, "the lineage registry (None: runs/registry.sqlite)")
-    force: bool = setting(False, "retrain even without drift")
+    budget: str = setting("quick", "minimal, quick, full (config/retrain/retrain.yaml) or a budget YAML")
+    registry: Path = setting(DEFAULT_REGISTRY, "the lineage registry (watch mode: also its journal of claimed logs)")
+    force: bool = setting(False, "retrain even when the trigger stays silent")
     config: Path = setting(DEFAULT_CONFIG, "the retraining YAML")
-    trigger: Path | None = setting(None, "the trigger policy YAML (None: config/retrain/trigger.yaml)")
+    trigger: Path = setting(DEFAULT_TRIGGER, "the trigger policy YAML")
     retrain_id: int | None = setting(
         None, "continue this registry entry (watch mode claims the logs first); None reuses out_dir's or makes one"
     )
     show_progress: bool = setting(False, "show the PPO progress bar")
     seed: int = setting(0, "seed of system identification and fine-tuning", ge=0)
-    signing_key: Path | None = setting(None, "promotion signs the new artifact with this key (edge.signing)")
+    signing_key: Path | None = setting(
+        None, "sign the promoted artifact with this ed25519 key (sim2real keys init; edge.signing)"
+    )
     trust: TrustPolicy = setting(
-        TrustPolicy(), "the deployed artifact, when signed, must verify against its keys (default: signing_key's .pub)"
+        TrustPolicy(),
+        "the deployed artifact, when signed, must verify against the trusted keys (default: the public half of "
+        "signing_key)",
     )
     topics: dict[str, str] = setting(
         {}, "signal -> the logs' topic (training.retrain.ingest ROLES), on top of the trigger policy's topics"
@@ -129,13 +133,13 @@ def retrain(
     one human-readable line per finished stage."""
     from edge.manifest import load_manifest
     from sim.robot import load_robot
-    from training.retrain.drift import DEFAULT_TRIGGER, TriggerPolicy
+    from training.retrain.drift import TriggerPolicy
     from training.retrain.ingest import log_files
 
     logs, artifact, out_dir = request.logs, Path(request.artifact), Path(request.out_dir)
     cfg = RetrainConfig.from_yaml(request.config)
     plan = cfg.budget(request.budget)
-    topics = {**TriggerPolicy.from_yaml(request.trigger or DEFAULT_TRIGGER).topics, **request.topics}
+    topics = {**TriggerPolicy.from_yaml(request.trigger).topics, **request.topics}
     files = sorted({f for p in ([logs] if isinstance(logs, str | Path) else logs) for f in log_files(p)})
     if not files:
         raise UserError(f"no finalised field logs (.mcap, .db3, .bag) in {logs}")
@@ -148,7 +152,7 @@ def retrain(
     spec = load_robot(manifest.robot["name"])
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    with Registry(request.registry or DEFAULT_REGISTRY) as reg:
+    with Registry(request.registry) as reg:
         retrain_id = _register(reg, request, manifest, spec.name)
         inputs = RetrainRun(request, files, manifest, spec, cfg, reg, retrain_id, log or _quiet, topics)
         record = {
@@ -233,10 +237,10 @@ def _ingested(ctx: StageContext, ingest: dict) -> None:
 
 
 def _decide(ctx: StageContext) -> dict:
-    from training.retrain.drift import DEFAULT_TRIGGER, FieldKpis, TriggerPolicy, decide
+    from training.retrain.drift import FieldKpis, TriggerPolicy, decide
 
     run = ctx.config
-    policy = TriggerPolicy.from_yaml(run.request.trigger or DEFAULT_TRIGGER)
+    policy = TriggerPolicy.from_yaml(run.request.trigger)
     baseline = run.manifest.campaign_verdict["kpi_means"]
     d = decide(FieldKpis.from_ingest(ctx.results["ingest"]), baseline, policy)
     return {

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge.config import setting
 from edge.fileio import sha256_file
 from sim2real.pipeline import Progress
 from sim2real.retrain.pipeline import RetrainRequest, RetrainResult, retrain
@@ -25,10 +26,12 @@ from training.retrain.registry import Registry
 
 @dataclass
 class WatchConfig:
-    debounce_s: float = 2.0  # a batch starts once no new log has appeared for this long
-    poll_s: float = 0.5
-    idle_exit_s: float | None = None  # stop after this long with nothing to do (None: watch forever)
-    max_batches: int | None = None  # stop after this many retrainings (None: no limit)
+    """How `watch` batches the logs and when it stops."""
+
+    debounce_s: float = setting(2.0, "seconds without a new log before a batch starts", ge=0)
+    poll_s: float = setting(0.5, "seconds between two looks at the directory", gt=0)
+    idle_exit_s: float | None = setting(None, "stop after this many seconds with nothing new (none: watch on)", ge=0)
+    max_batches: int | None = setting(None, "stop after this many retrainings (none: no limit)", ge=1)
 
 
 class LogScanner:

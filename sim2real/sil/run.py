@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edge.config import setting
+from edge.providers import BACKENDS as ONNX_BACKENDS
+from edge.runtime import BACKENDS as POLICY_BACKENDS
 from edge.signing import TrustPolicy
 from sim2real.errors import UserError
 from sim2real.sil.processes import ROBOT_NODES, NodeProcesses
@@ -41,20 +43,33 @@ class SilRequest:
     """One software-in-the-loop run: what the nodes run, on which twin, driven by which script."""
 
     artifact: str = setting(help="the policy artifact directory policy_node runs")
-    duration: float = setting(help="simulated seconds to run")
+    duration: float = setting(20.0, "simulated seconds to run", gt=0)
     field_twin: str = setting(
-        "", "a field robot YAML (hidden parameters, effects) for sim_bridge_node; '' the nominal twin"
+        "",
+        "a field robot YAML for sim_bridge_node: hidden twin parameters and effects the twin cannot express; '' the "
+        "nominal twin",
     )
-    commands: str | Path = setting(DEFAULT_COMMANDS, "the operator's /cmd_vel script (without `instructions`)")
+    commands: str | Path = setting(
+        DEFAULT_COMMANDS,
+        "the operator's /cmd_vel script, a YAML list of {vx, vy, wz, duration_s} (without instructions)",
+    )
     record: str = setting("", "field_recorder's MCAP directory; '' records nothing")
-    backend: str = setting("auto", "policy_node's ONNX Runtime providers")
+    backend: str = setting("auto", "policy_node's inference backend", choices=POLICY_BACKENDS)
     real_time: bool = setting(False, "run on the wall clock instead of lockstep on /clock")
     instructions: str | Path | None = setting(
-        None, "an instruction script ({t_s, text}): instruction_node's /cmd_vel drives and is scored"
+        None,
+        "an instruction script, a YAML list of {t_s, text}: instruction_node's /cmd_vel drives and is scored "
+        "(replaces commands; needs instruction_model)",
     )
-    instruction_model: str | Path | None = setting(None, "the exported model instruction_node runs")
-    instruction_backend: str = setting("auto", "instruction_node's ONNX Runtime providers")
-    robot_python: str | None = setting(None, "run the robot's nodes on this interpreter (the robot's own install)")
+    instruction_model: str | Path | None = setting(
+        None, "the exported model instruction_node runs (the rlhf pipeline's onnx/)"
+    )
+    instruction_backend: str = setting("auto", "instruction_node's ONNX Runtime providers", choices=ONNX_BACKENDS)
+    robot_python: str | None = setting(
+        None,
+        "run policy_node, instruction_node and field_recorder on this interpreter: the robot's own install (a venv "
+        "with edge[robot,instruct]); the twin stays on this one",
+    )
     trust: TrustPolicy = setting(TrustPolicy(), "what the artifact (and the instruction model) must pass to run")
 
     def resolved(self) -> SilRequest:
