@@ -38,6 +38,7 @@ from ros_nodes.sim_bridge_params import SimBridgeParams
 from ros_nodes.spin import ignore_interrupts, init, start
 from sim.field_robot import FieldRobot, load_field_robot
 from sim.randomization import PhysicsParams, RandomizationConfig
+from sim.robot import load_robot
 from sim.twin import BatchedTwin
 
 
@@ -51,8 +52,13 @@ class SimBridge(Node):
         declare(self, SimBridgeParams)
         p = read(self, SimBridgeParams)  # a safe_mode outside its choices: one line
         self.lockstep, self.timeout_s, self.cmd_timeout_s = p.lockstep, p.lockstep_timeout_s, p.cmd_timeout_s
+        # the robot moves on its MJCF's own physics, whatever cheaper physics its YAML trains on
         self.twin = BatchedTwin(
-            p.robot, num_envs=1, seed=p.seed, randomization=RandomizationConfig(enabled=False), nthread=0
+            load_robot(p.robot).with_mjcf_physics(),
+            num_envs=1,
+            seed=p.seed,
+            randomization=RandomizationConfig(enabled=False),
+            nthread=0,
         ).hold_commands()
         self.twin.reset()
         config = load_field_robot(p.field_twin)

@@ -63,6 +63,57 @@ class CommandLimits:
         return np.array([self.vx[1], self.vy[1], self.wz[1]])
 
 
+CONTACTS = ("all", "feet", "feet_and_base")
+SOLVERS = {"newton": mujoco.mjtSolver.mjSOL_NEWTON, "cg": mujoco.mjtSolver.mjSOL_CG, "pgs": mujoco.mjtSolver.mjSOL_PGS}
+CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
+INTEGRATORS = {
+    "euler": mujoco.mjtIntegrator.mjINT_EULER,
+    "rk4": mujoco.mjtIntegrator.mjINT_RK4,
+    "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
+    "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
+}
+
+
+@dataclass(frozen=True)
+class PhysicsOptions:
+    """Cheaper physics a robot YAML can choose for training (its `physics:` section); each unset field keeps the
+    MJCF's own. Campaigns validate on the MJCF's own physics (RobotSpec.with_mjcf_physics), so a policy trained on
+    the cheap model is judged on the full one."""
+
+    contacts: str = setting(
+        "all",
+        "which of the robot's geoms collide: all (the MJCF's own), feet (only the feet: a fall ends by base height), "
+        "feet_and_base (the feet and the base body's geoms)",
+        choices=CONTACTS,
+    )
+    solver: str | None = setting(None, "constraint solver; none: the MJCF's", choices=tuple(SOLVERS))
+    iterations: int | None = setting(None, "the solver's iteration limit; none: the MJCF's", ge=1)
+    cone: str | None = setting(None, "friction cone; none: the MJCF's", choices=tuple(CONES))
+    integrator: str | None = setting(None, "integrator; none: the MJCF's", choices=tuple(INTEGRATORS))
+
+    def apply(self, mj: mujoco.MjSpec, base_body: str, feet: tuple[str, ...]) -> None:
+        """Set these options on the robot's MjSpec; collisions off for the robot's geoms the contacts leave out."""
+        if self.solver is not None:
+            mj.option.solver = SOLVERS[self.solver]
+        if self.iterations is not None:
+            mj.option.iterations = self.iterations
+        if self.cone is not None:
+            mj.option.cone = CONES[self.cone]
+        if self.integrator is not None:
+            mj.option.integrator = INTEGRATORS[self.integrator]
+        if self.contacts == "all":
+            return
+        if not feet:
+            raise RobotConfigError(f"physics contacts {self.contacts} needs the robot's feet: list them under feet:")
+        base = mj.body(base_body)
+        for body in [base, *base.find_all(mujoco.mjtObj.mjOBJ_BODY)]:
+            if body is base and self.contacts == "feet_and_base":
+                continue
+            for geom in body.geoms:
+                if not geom.name or geom.name not in feet:
+                    geom.contype, geom.conaffinity = 0, 0
+
+
 @dataclass(frozen=True)
 class RobotConfig:
     """A robot YAML as written (config/robots/<name>.yaml), loaded by edge.config: every key, its default, what
@@ -113,6 +164,13 @@ class RobotConfig:
         "rear pair, sides in the same order (FR, FL, RR, RL): the trot index takes its diagonals from that",
         unique=True,
     )
+    physics: PhysicsOptions = dataclasses.field(
+        default_factory=PhysicsOptions,
+        metadata={
+            "help": "cheaper training physics (contacts, solver, iterations, cone, integrator; each unset keeps the "
+            "MJCF's); campaigns validate on the MJCF's own"
+        },
+    )
 
     def __post_init__(self) -> None:
         n = len(self.joints)
@@ -143,6 +201,11 @@ class RobotSpec:
     decimation: int
     command_limits: CommandLimits  # the physical envelope (manifest)
     feet: tuple[str, ...]  # foot geoms: contacts, air time and slip of legged tasks and KPIs
+    physics: PhysicsOptions
+
+    def with_mjcf_physics(self) -> RobotSpec:
+        """This robot on its MJCF's own physics (every contact, the MJCF's solver settings): what campaigns judge."""
+        return dataclasses.replace(self, physics=PhysicsOptions())
 
     @property
     def num_actions(self) -> int:
@@ -261,6 +324,7 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
     if not has_floor(mj):
         add_floor(mj)
     mj.option.timestep = spec.sim_dt
+    spec.physics.apply(mj, spec.base_body, spec.feet)
     for name, limit in zip(spec.joints, spec.torque_limit, strict=True):
         act = mj.add_actuator()
         act.name = f"{name}_motor"

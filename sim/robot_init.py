@@ -26,6 +26,16 @@ FOOT_WORDS = ("foot", "toe")
 CONTROL_PERIOD_S = 0.02  # policy at 50 Hz, as legged_gym and MuJoCo Playground run theirs
 ACTION_SCALE = 0.25
 COMMAND_LIMITS = {"vx": [-1.0, 1.0], "vy": [-0.5, 0.5], "wz": [-1.0, 1.0]}
+# training physics proposed for a legged robot, as MuJoCo's batch executor's Go1 example trains (PGS with 10
+# iterations, pyramidal cone, implicitfast) with the feet and the base colliding; 2.2x the env-steps/s of Menagerie's
+# Go1 on its own (Newton, elliptic, 100 iterations) on 2 cores (docs/results/locomotion.md)
+LEGGED_PHYSICS = {
+    "contacts": "feet_and_base",
+    "solver": "pgs",
+    "iterations": 10,
+    "cone": "pyramidal",
+    "integrator": "implicitfast",
+}
 # as ints: a numpy integer is equal to a MuJoCo enum, but `in` a tuple of enums it is not
 _FREE = int(mujoco.mjtJoint.mjJNT_FREE)
 _HINGE = int(mujoco.mjtJoint.mjJNT_HINGE)
@@ -131,6 +141,13 @@ def draft_robot(
     d.set("sim_dt", dt, "the MJCF's timestep (MuJoCo's 0.002 s when it sets none)")
     d.set("decimation", decimation, f"policy at {1 / (dt * decimation):.4g} Hz")
     d.set("command_limits", COMMAND_LIMITS, "the physical envelope (m/s, rad/s): defaults, not the robot's")
+    if feet and mode == "position":
+        d.set("physics", LEGGED_PHYSICS, "cheaper training physics; campaigns validate on the MJCF's own")
+        d.check(
+            "physics: the fast set for a legged robot trains (only the feet and base collide, PGS, 10 iterations, "
+            "pyramidal cone, implicitfast); campaigns validate on the MJCF's own physics: delete the section to "
+            "train on that too"
+        )
     d.check("command_limits are defaults: set the robot's own velocity envelope")
     if not has_floor(mj):
         d.guessed("the MJCF has no ground: the twin adds a plane at z = 0 that collides with the robot's geoms")

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mujoco
 import numpy as np
 import pytest
 import yaml
@@ -13,7 +14,7 @@ import yaml
 from edge.manifest import ActionLimits, build_manifest
 from edge.observation import obs_term
 from sim.controllers import StandController
-from sim.robot import CommandLimits, RobotConfigError, load_robot
+from sim.robot import CommandLimits, RobotConfigError, build_model, load_robot
 from sim.twin import BatchedTwin
 
 # A small hexapod-free, wheel-free robot a user might bring: a 3 kg box on four 2-joint legs.
@@ -229,3 +230,51 @@ def test_cli_demo_runs_a_user_robot(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "crawler" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("physics", "message"),
+    [
+        ({"solver": "fast"}, "crawler.yaml: physics.solver must be one of newton, cg, pgs"),
+        ({"iterations": 0}, "crawler.yaml: physics.iterations must be a positive integer"),
+        ({"contacts": "feet"}, "physics contacts feet needs the robot's feet: list them under feet:"),
+    ],
+)
+def test_bad_physics_options_are_named(tmp_path, physics, message):
+    with pytest.raises(RobotConfigError, match=message):
+        load_robot(write_user_robot(tmp_path, physics=physics))
+
+
+def test_cheaper_physics_reaches_the_model_and_campaigns_judge_the_mjcfs_own(tmp_path):
+    """A robot YAML's physics section sets MuJoCo's options and turns off the collisions it leaves out; the spec
+    campaigns and the SIL robot use (with_mjcf_physics) has the MJCF's own again."""
+    raw = yaml.safe_load((Path("config/robots/quadruped.yaml")).read_text())
+    fast = {"solver": "pgs", "iterations": 10, "cone": "pyramidal", "integrator": "implicitfast"}
+    models = {}
+    for contacts in ("all", "feet", "feet_and_base"):
+        path = tmp_path / f"quadruped_{contacts}.yaml"
+        path.write_text(yaml.safe_dump({**raw, "physics": {**fast, "contacts": contacts}}))
+        spec = load_robot(path)
+        models[contacts] = build_model(spec)
+    own = build_model(spec.with_mjcf_physics())
+    original = build_model(load_robot("quadruped"))
+    m = models["feet"]
+    assert (m.opt.solver, m.opt.iterations) == (mujoco.mjtSolver.mjSOL_PGS, 10)
+    assert (m.opt.cone, m.opt.integrator) == (mujoco.mjtCone.mjCONE_PYRAMIDAL, mujoco.mjtIntegrator.mjINT_IMPLICITFAST)
+    base = m.body(spec.base_body).id
+    robot_geoms = [g for g in range(m.ngeom) if m.geom_bodyid[g] != 0]
+    colliding = {
+        contacts: {g for g in robot_geoms if model.geom_contype[g] or model.geom_conaffinity[g]}
+        for contacts, model in models.items()
+    }
+    feet = {m.geom(f).id for f in spec.feet}
+    assert colliding["feet"] == feet
+    assert colliding["feet_and_base"] == feet | {g for g in robot_geoms if m.geom_bodyid[g] == base}
+    assert len(colliding["all"]) > len(colliding["feet_and_base"])
+    for field in ("solver", "iterations", "cone", "integrator"):
+        assert getattr(own.opt, field) == getattr(original.opt, field)
+    assert np.array_equal(own.geom_contype, original.geom_contype)
+    twin = BatchedTwin(spec, num_envs=4, seed=0)
+    twin.reset()
+    obs, *_ = twin.step(np.zeros((4, spec.num_actions)))
+    assert np.all(np.isfinite(obs))

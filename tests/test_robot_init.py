@@ -276,3 +276,17 @@ def test_cli_prints_its_guesses_and_exits_2_with_one_line_on_a_bad_file(tmp_path
     bad = run_cli("bad.xml", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("sim2real robot: error: bad.xml: malformed MJCF")
+
+
+def test_a_legged_robot_is_proposed_the_fast_physics_and_told_so(tmp_path):
+    out, draft = init_robot(write_dog(tmp_path))
+    raw = yaml.safe_load(out.read_text())
+    assert raw["physics"] == {
+        "contacts": "feet_and_base",
+        "solver": "pgs",
+        "iterations": 10,
+        "cone": "pyramidal",
+        "integrator": "implicitfast",
+    }
+    assert any(line.startswith("check: physics: the fast set") for line in draft.notes)
+    assert load_robot(out).physics.solver == "pgs"

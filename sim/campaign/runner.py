@@ -66,7 +66,8 @@ def _simulate(
     progress: Progress | None,
 ) -> tuple[ResultStore, RobotSpec, int, float]:
     manifest = load_manifest(artifact_dir)
-    spec = load_robot(cfg.robot or manifest.robot["name"])
+    # judged on the MJCF's own physics, whatever cheaper physics the robot YAML trains on
+    spec = load_robot(cfg.robot or manifest.robot["name"]).with_mjcf_physics()
     check_compatible(manifest, spec)
     header = {
         "campaign": cfg.name,
