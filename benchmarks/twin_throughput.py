@@ -5,6 +5,10 @@ One env-step = one policy step = `decimation` physics steps, for every figure he
 single-thread `mj_step` rate on the twin's own workload (each env's randomised model and moving state, stepped
 in a plain Python loop over envs), times the threads the twin uses, divided by the decimation.
 
+The bare executor: MuJoCo's own `mujoco.batch` stepping the twin's model from the same states with the same
+targets and nothing else (no observations, rewards or resets), measured in windows alternating with the twin's;
+the twin's fraction of it is what its task costs (target: at least 80%).
+
 EnvPool: its Ant-v4 (gymnasium's ant.xml, frame skip 5) beside the twin on the same ant.xml brought as a user
 brings a robot (`sim2real robot init ant.xml --kp 50 --kd 1`, decimation 5 to match the frame skip, the default
 velocity task), with the same envs and threads.
@@ -122,6 +126,22 @@ def physics_ceiling(twin: BatchedTwin, seconds: float) -> float:
     return steps / (time.perf_counter() - start)
 
 
+def batch_rate(twin: BatchedTwin, threads: int, seconds: float) -> float:
+    """env-steps/s of MuJoCo's own batch executor (mujoco.batch, persistent) stepping the twin's model from the
+    twin's states with its current targets, `decimation` substeps an env-step, and nothing else: no observations,
+    rewards, resets or randomisation. The twin's share of this is what its task costs."""
+    import mujoco.batch
+
+    backend, n = twin.backend, twin.num_envs
+    batch = mujoco.batch.Batch(backend.base_model, n, nthread=threads, persistent=True)
+    qpos, qvel = batch.bind("qpos"), batch.bind("qvel")
+    for i in range(n):
+        data = backend.mjdata(i)
+        qpos[i], qvel[i] = data.qpos, data.qvel
+    batch.bind("ctrl")[:] = twin._target_history[0]
+    return rate(lambda: batch.step(nstep=twin.spec.decimation), n, seconds)
+
+
 def gymnasium_rate(spec: RobotSpec, num_envs: int, seconds: float) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         xml = os.path.join(tmp, f"{spec.name}.xml")
@@ -157,19 +177,20 @@ def envpool_rate(num_envs: int, threads: int, seconds: float) -> float:
 
 
 def twin_rates(spec: RobotSpec, env_counts: tuple[int, ...], seconds: float, threads: int) -> dict:
-    """{envs: (env-steps/s, ceiling env-steps/s)}. The two are measured in alternating windows on the same
-    batch, and the medians kept, so a load change on the machine hits both alike."""
+    """{envs: (env-steps/s, ceiling env-steps/s, bare mujoco.batch env-steps/s)}. The three are measured in
+    alternating windows on the same batch, and the medians kept, so a load change on the machine hits them alike."""
     results = {}
     for n in env_counts:
         twin = BatchedTwin(spec, num_envs=n, seed=0)
         twin.reset()
         zeros = np.zeros((n, spec.num_actions))
         rate(lambda: twin.step(zeros), n, 0.2)  # noqa: B023 - called before the loop moves on
-        twin_samples, ceiling_samples = [], []
+        twin_samples, ceiling_samples, batch_samples = [], [], []
         for _ in range(3):
             twin_samples.append(rate(lambda: twin.step(zeros), n, seconds / 3))  # noqa: B023
             ceiling_samples.append(physics_ceiling(twin, seconds / 3) * threads / spec.decimation)
-        results[n] = (float(np.median(twin_samples)), float(np.median(ceiling_samples)))
+            batch_samples.append(batch_rate(twin, threads, seconds / 3))
+        results[n] = tuple(float(np.median(x)) for x in (twin_samples, ceiling_samples, batch_samples))
         twin.close()
     return results
 
@@ -181,13 +202,19 @@ def main() -> None:
     seconds = 0.7 if args.quick else 2.5
     env_counts = (1, 16, 256) if args.quick else (1, 16, 256, 1024)
     threads = os.cpu_count() or 1
-    print(f"{'robot':>10} {'envs':>6} {'env-steps/s':>12} {'x gymnasium':>12} {'of ceiling':>11} {'ceiling':>12}")
+    print(
+        f"{'robot':>10} {'envs':>6} {'env-steps/s':>12} {'x gymnasium':>12} {'of ceiling':>11} {'ceiling':>12} "
+        f"{'of batch':>9} {'batch':>10}"
+    )
     summary = {}
     for robot in ("rover", "quadruped"):
         spec = load_robot(robot)
         gym_rate = gymnasium_rate(spec, 16, seconds)
-        for n, (r, ceiling) in twin_rates(spec, env_counts, seconds, threads).items():
-            print(f"{robot:>10} {n:>6} {r:>12,.0f} {r / gym_rate:>12.2f} {r / ceiling:>10.0%} {ceiling:>12,.0f}")
+        for n, (r, ceiling, bare) in twin_rates(spec, env_counts, seconds, threads).items():
+            print(
+                f"{robot:>10} {n:>6} {r:>12,.0f} {r / gym_rate:>12.2f} {r / ceiling:>10.0%} {ceiling:>12,.0f} "
+                f"{r / bare:>8.0%} {bare:>10,.0f}"
+            )
             if robot == "quadruped" and n == 256:
                 summary = {
                     "steps_per_s": round(r),
@@ -195,14 +222,17 @@ def main() -> None:
                     "fraction_of_ceiling": round(r / ceiling, 3),
                     "gymnasium_steps_per_s": round(gym_rate),
                     "ceiling_steps_per_s": round(ceiling),
+                    "fraction_of_batch": round(r / bare, 3),
+                    "batch_steps_per_s": round(bare),
                 }
         print(f"{'':>10} gymnasium SyncVectorEnv (16 envs, same MJCF, obs and rewards): {gym_rate:,.0f} env-steps/s")
     print(f"ceiling = {threads} threads x single-thread mj_step rate on the same batch / decimation")
+    print("batch = mujoco.batch stepping the same model and states, no task terms (target: the twin >= 80% of it)")
     with tempfile.TemporaryDirectory() as tmp:
         ant = ant_robot(tmp)
         ant_envs = 64 if args.quick else 256
         pool = envpool_rate(ant_envs, threads, seconds)
-        ((twin_ant, _),) = twin_rates(ant, (ant_envs,), seconds, threads).values()
+        ((twin_ant, _, _),) = twin_rates(ant, (ant_envs,), seconds, threads).values()
     print(
         f"{'ant':>10} {ant_envs:>6} {twin_ant:>12,.0f}  twin on gymnasium's ant.xml via robot init; EnvPool Ant-v4 "
         f"{pool:,.0f} env-steps/s ({threads} threads): {twin_ant / pool:.2f}x"
