@@ -103,7 +103,16 @@ def sample_params(cfg: RandomizationConfig, num: int, sim_dt: float, rng: np.ran
     )
 
 
-FIELD_KEYS = ("friction", "payload_kg", "motor_strength", "kp_scale", "kd_scale", "latency_s")
+# the physical parameters a twin's envs may differ in, at their nominal values: fixed_params({}), the twin as trained
+NOMINAL = {
+    "friction": 1.0,
+    "payload_kg": 0.0,
+    "motor_strength": 1.0,
+    "kp_scale": 1.0,
+    "kd_scale": 1.0,
+    "latency_s": 0.0,
+}
+FIELD_KEYS = tuple(NOMINAL)
 
 
 def fixed_params(values: dict, sim_dt: float, num_envs: int = 1) -> PhysicsParams:
