@@ -53,13 +53,13 @@ def setting(
     noun: str | None = None,
     length: int | tuple[int, int | None] | None = None,
     unique: bool = False,
-    **bounds: float,
+    **bounds: float | None,
 ) -> Any:
     """A dataclass field with its help text and limits in its metadata. `choices` restrict a scalar, each item of
     a list, or each key of a mapping (`noun` names them in messages: "unknown KPI(s) ..."); the bounds ge, gt, le
-    and lt bound every number of the value; `length` is a list's or a string's exact length or (min, max) with
-    max None for no limit (`length=(1, None)`: not empty); `unique` refuses a list that repeats an item. A list or
-    dict default is copied for each instance."""
+    and lt bound every number of the value (None: no bound); `length` is a list's, a mapping's or a string's
+    exact length or (min, max) with max None for no limit (`length=(1, None)`: not empty); `unique` refuses a
+    list that repeats an item. A list or dict default is copied for each instance."""
     unknown = set(bounds) - set(_RANGE_KEYS)
     if unknown:
         raise TypeError(
@@ -273,10 +273,10 @@ def _check(value: Any, meta: Mapping, at: str) -> Any:
         for number in _numbers(value):
             if not _in_range(number, meta):
                 raise _Refused(f"{at} must be {_range_text(meta, isinstance(number, int))}, got {number!r}{why}")
-    if "length" in meta and isinstance(value, (list, tuple, str)):
+    if "length" in meta and isinstance(value, (list, tuple, str, Mapping)):
         low, high = meta["length"]
         if len(value) < low or (high is not None and len(value) > high):
-            shown = value if isinstance(value, str) else list(value)
+            shown = value if isinstance(value, str) else dict(value) if isinstance(value, Mapping) else list(value)
             raise _Refused(f"{at} must have {_length_text(meta, isinstance(value, str))}, got {shown!r}{why}")
     if meta.get("unique") and isinstance(value, (list, tuple)):
         repeated = [v for i, v in enumerate(value) if v in value[:i]]

@@ -3,57 +3,41 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from edge.config import load_dataclass, setting
 from sim.errors import SimError
 
 
 @dataclass(frozen=True)
 class RandomizationConfig:
-    """Ranges are [low, high]; a range with low == high fixes the value. `enabled: false` gives the nominal twin."""
+    """Ranges are [low, high]; a range with low == high fixes the value. `enabled: false` gives the nominal twin.
+    Loaded by edge.config (a task YAML's `randomization:`, PPOConfig.randomization_ranges: from_dict)."""
 
-    enabled: bool = True
-    friction: tuple[float, float] = (0.5, 1.25)  # sliding friction coefficient of every contact
-    payload_kg: tuple[float, float] = (-0.5, 1.5)  # mass added to the base body
-    motor_strength: tuple[float, float] = (0.9, 1.1)  # scales PD torque and torque limit
-    kp_scale: tuple[float, float] = (0.9, 1.1)
-    kd_scale: tuple[float, float] = (0.9, 1.1)
-    latency_s: tuple[float, float] = (0.0, 0.01)  # actuation delay, resolved to physics steps
-    obs_noise: float = 1.0  # multiplies each observation term's noise width
-    push_interval_s: float = 8.0  # 0 disables pushes
-    push_velocity: float = 0.5  # max base xy velocity change of a push (m/s)
+    enabled: bool = setting(True, "false: the nominal twin, every parameter at its nominal value")
+    friction: tuple[float, float] = setting((0.5, 1.25), "sliding friction coefficient of every contact", gt=0)
+    payload_kg: tuple[float, float] = setting((-0.5, 1.5), "mass added to the base body, in kg")
+    motor_strength: tuple[float, float] = setting((0.9, 1.1), "scales PD torque and the torque limit", gt=0)
+    kp_scale: tuple[float, float] = setting((0.9, 1.1), "scales the PD stiffness")
+    kd_scale: tuple[float, float] = setting((0.9, 1.1), "scales the PD damping")
+    latency_s: tuple[float, float] = setting((0.0, 0.01), "actuation delay in seconds, resolved to physics steps", ge=0)
+    obs_noise: float = setting(1.0, "multiplies each observation term's noise width")
+    push_interval_s: float = setting(8.0, "seconds between pushes; 0 disables pushes")
+    push_velocity: float = setting(0.5, "max base xy velocity change of a push, in m/s")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, tuple) and value[0] > value[1]:
+                raise SimError(f"{f.name} must be [low, high] with low <= high, got {list(value)}")
 
     @classmethod
-    def from_dict(cls, raw: dict | None, source: str = "randomization") -> RandomizationConfig:
-        raw = dict(raw or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise SimError(f"{source}: unknown randomization key(s) {', '.join(unknown)}")
-        for key, value in raw.items():
-            default = getattr(cls, key)
-            try:
-                if isinstance(default, tuple):
-                    lo, hi = (float(v) for v in value)
-                    if lo > hi or not np.isfinite([lo, hi]).all():
-                        raise ValueError
-                    raw[key] = (lo, hi)
-                elif isinstance(default, bool):
-                    if not isinstance(value, bool):
-                        raise ValueError
-                else:
-                    raw[key] = float(value)
-            except (TypeError, ValueError):
-                shape = (
-                    "a finite [low, high] with low <= high" if isinstance(default, tuple) else type(default).__name__
-                )
-                raise SimError(f"{source}: {key} must be {shape}, got {value!r}") from None
-        cfg = cls(**raw)
-        if cfg.friction[0] <= 0 or cfg.motor_strength[0] <= 0 or cfg.latency_s[0] < 0:
-            raise SimError(f"{source}: friction and motor_strength must be positive and latency_s non-negative")
-        return cfg
+    def from_dict(cls, raw: Mapping | None, source: str = "randomization") -> RandomizationConfig:
+        """The defaults with the fields `raw` names; errors name `source`."""
+        return load_dataclass(cls, raw or {}, error=SimError, name=source)
 
     def nominal(self) -> RandomizationConfig:
         return dataclasses.replace(self, enabled=False)
@@ -103,7 +87,16 @@ def sample_params(cfg: RandomizationConfig, num: int, sim_dt: float, rng: np.ran
     )
 
 
-FIELD_KEYS = ("friction", "payload_kg", "motor_strength", "kp_scale", "kd_scale", "latency_s")
+# the physical parameters a twin's envs may differ in, at their nominal values: fixed_params({}), the twin as trained
+NOMINAL = {
+    "friction": 1.0,
+    "payload_kg": 0.0,
+    "motor_strength": 1.0,
+    "kp_scale": 1.0,
+    "kd_scale": 1.0,
+    "latency_s": 0.0,
+}
+FIELD_KEYS = tuple(NOMINAL)
 
 
 def fixed_params(values: dict, sim_dt: float, num_envs: int = 1) -> PhysicsParams:

@@ -5,7 +5,13 @@ import pytest
 import yaml
 
 from sim.campaign.commands import compile_sequence
-from sim.campaign.config import CampaignError, campaign_from_dict, load_campaign, resolve_campaign_path
+from sim.campaign.config import (
+    CampaignError,
+    GateConfig,
+    campaign_from_dict,
+    load_campaign,
+    resolve_campaign_path,
+)
 from sim.campaign.matrix import batches, scenarios
 from sim.robot import load_robot
 
@@ -21,6 +27,45 @@ def test_shipped_campaigns_load(name):
     for seq in cfg.commands.values():
         cmd = compile_sequence(seq, limits, 0.02, int(cfg.episode_s / 0.02))
         assert np.all(cmd >= limits.low()) and np.all(cmd <= limits.high())
+
+
+# The results header records sim_sha256 and a resumed run must match it: these are the hashes the shipped
+# campaigns had before they loaded through edge.config, so their results stay resumable and comparable.
+SHIPPED_SIM_SHA256 = {
+    "quick": "d949c3c0526828069be50f364555d38f8430645a0a65999ebc4b048bcccc515b",
+    "full": "7c980b1bbfb81cacd675a431536f2b84ea4590228e3016be5fd4f0a2195a7bec",
+    "terrain": "1464ae86af557f9f9d1085eeaf7ff4e8d1c7c535743f312190d89cba45be7424",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_SIM_SHA256))
+def test_shipped_campaigns_load_to_the_same_simulation(name):
+    assert load_campaign(name).sim_sha256() == SHIPPED_SIM_SHA256[name]
+
+
+def test_quick_campaign_loads_typed_values_in_the_yaml_order():
+    cfg = load_campaign("quick")
+    assert cfg.axes == {
+        "friction": [0.5, 1.0],
+        "payload_kg": [0.0, 2.0],
+        "motor_strength": [0.8, 1.0],
+        "latency_s": [0.0, 0.02],
+        "commands": ["forward", "turn"],
+    }
+    assert all(isinstance(v, float) for v in cfg.axes["payload_kg"])  # 0 and 2 in the YAML
+    assert cfg.gates == GateConfig(
+        kpis={"falls": 0.0, "tracking_error_lin": 0.35, "tracking_error_ang": 0.6, "peak_torque_ratio": 1.0},
+        failure_rate=0.1,
+        per_axis={"friction": 0.25},
+    )
+    assert (cfg.seeds, cfg.batch_size, cfg.runtime, cfg.episode_s) == ((0,), 64, "auto", 4.0)
+    bare = campaign_from_dict({}, "runs/c.yaml")  # every default: the first command sequence, no gates
+    assert (bare.name, bare.axes, bare.commands, bare.gates) == (
+        "c",
+        {"commands": ["forward"]},
+        {"forward": ["forward"]},
+        GateConfig(),
+    )
 
 
 def test_quick_campaign_is_small():
@@ -63,16 +108,22 @@ def test_instructions_compile_relative_to_the_robot():
     "raw, message",
     [
         ({"axes": {"friction": [0.5]}, "speed": 1}, "unknown key"),
-        ({"axes": {"gravity": [1.0]}}, "unknown axis 'gravity'"),
-        ({"axes": {"friction": [-1.0]}}, "axes.friction holds an invalid value"),
-        ({"axes": {"friction": [1.0, 1.0]}}, "distinct values"),
+        ({"axes": {"gravity": [1.0]}}, "c.yaml: axes: unknown key(s) gravity; ScenarioAxes takes friction, "),
+        ({"axes": {"friction": [-1.0]}}, "c.yaml: axes: friction must be a positive number, got -1.0"),
+        ({"axes": {"friction": [1.0, 1.0]}}, "axes: friction items must be distinct: 1.0 repeated"),
         ({"axes": {"commands": ["spin"]}}, "command sequence(s) spin not in commands"),
         ({"commands": {"a": ["jump for 1 s"]}}, "cannot read instruction 'jump for 1 s'"),
+        ({"gates": {"kpis": {"speed": 1.0}}}, "gates.kpis keys must be among tracking_error_lin, "),
         ({"gates": {"kpis": {"speed": 1.0}}}, "unknown KPI(s) speed"),
-        ({"gates": {"failure_rate": 2}}, "failure rates must lie in [0, 1]"),
+        ({"gates": {"kpis": {"duty_factor": 0.5}}}, "c.yaml: gates: kpis duty_factor describe the gait"),
+        ({"gates": {"failure_rate": 2}}, "c.yaml: gates.failure_rate must be in [0, 1], got 2.0"),
+        ({"gates": {"per_axis": {"friction": -0.5}}}, "c.yaml: gates.per_axis must be in [0, 1], got -0.5"),
         ({"gates": {"per_axis": {"friction": 0.1}}}, "gates.per_axis names axis(es) friction"),
-        ({"backend": "bullet"}, "backend 'bullet'"),
-        ({"seeds": [1, 1]}, "seeds must be a list of distinct"),
+        ({"backend": "bullet"}, "c.yaml: backend must be one of mujoco, newton, isaacsim, got 'bullet'"),
+        ({"seeds": [1, 1]}, "c.yaml: seeds items must be distinct: 1 repeated"),
+        ({"seeds": [-1]}, "c.yaml: seeds must be a non-negative integer, got -1"),
+        ({"commands": {}}, "c.yaml: commands must have at least 1 item(s), got {}"),
+        ({"episode_s": 0}, "c.yaml: episode_s must be a positive number, got 0.0"),
     ],
 )
 def test_bad_campaigns_fail_with_one_line_naming_the_key(raw, message):

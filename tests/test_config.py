@@ -157,6 +157,7 @@ class Named:
     label: str = setting("a", "a label", length=(1, None))
     parts: tuple[str, ...] = setting((), "part names", unique=True)
     gain: float | tuple[float, ...] = setting(1.0, "one for all parts or one each", ge=0)
+    sizes: dict[str, int] = setting({"a": 1}, "part -> size", length=(1, None))
 
 
 @pytest.mark.parametrize(
@@ -168,9 +169,10 @@ class Named:
         ({"gain": [1, "x"]}, "gain[1] must be a number, got 'x'"),  # a list: the list's own message
         ({"gain": [1, -1]}, "gain must be a non-negative number, got -1.0 (one for all parts or one each)"),
         ({"parts": "a"}, "parts must be a list of strings, got 'a'"),
+        ({"sizes": {}}, "sizes must have at least 1 item(s), got {} (part -> size)"),
     ],
 )
-def test_string_length_distinct_items_and_a_number_or_a_list(values, expected):
+def test_string_and_mapping_length_distinct_items_and_a_number_or_a_list(values, expected):
     with pytest.raises(ConfigError) as e:
         load_dataclass(Named, values, name="n.yaml")
     assert str(e.value) == f"n.yaml: {expected}"

@@ -13,8 +13,9 @@ import yaml
 from sim.errors import SimError
 from sim.randomization import RandomizationConfig
 from sim.robot import load_robot
-from sim.tasks import RewardTerm, default_task, load_task, task_path
+from sim.tasks import FeetConfig, ResetConfig, RewardTerm, VelocityCommand, default_task, load_task, task_path
 from sim.tasks.terms import REWARDS, TermContext
+from sim.terrain import TerrainConfig
 from sim.twin import BatchedTwin
 
 NOMINAL = RandomizationConfig(enabled=False)
@@ -92,6 +93,39 @@ def test_every_entry_of_a_task_yaml_changes_the_task(tmp_path, name):
             rest[section] = {k: v for k, v in raw[section].items() if k != key}
         assert load_task(robot, write(tmp_path, yaml.safe_dump(rest))) != task, (section, key)
     assert len(entries) == {"rover": 4, "quadruped": 1}[name]
+
+
+def test_each_section_sets_what_it_names_over_the_default_task(tmp_path, quadruped):
+    path = write(
+        tmp_path,
+        "observations: [base_ang_vel, projected_gravity, velocity_command, joint_pos, joint_vel, last_action]\n"
+        "rewards:\n"
+        "  torques: null\n"
+        "  tracking_lin_vel: {params: {sigma: 0.5}}\n"
+        "  pose: {weight: 1e-3, params: {joint_weights: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2]}}\n"
+        "terminations: {tilted: null}\n"
+        "commands: {resample_s: 5, ranges: {vx: [0.2, 0.6]}}\n"
+        "episode_length_s: 10\n"
+        "reset: {joint_pos_noise: 0.2}\n"
+        "randomization: {friction: [0.3, 0.9]}\n"
+        "feet: {contact_force_n: 3}\n"
+        "terrain: {types: [stairs]}\n",
+    )
+    task, default = load_task(quadruped, path), default_task(quadruped)
+    assert (
+        " ".join(task.observations) == "base_ang_vel projected_gravity velocity_command joint_pos joint_vel last_action"
+    )
+    assert list(task.rewards) == [*(k for k in default.rewards if k != "torques"), "pose"]  # added at the end
+    assert task.rewards["tracking_lin_vel"] == RewardTerm(REWARDS["tracking_lin_vel"], 1.0, {"sigma": 0.5})
+    assert task.rewards["pose"] == RewardTerm(REWARDS["pose"], 0.001, {"joint_weights": (1.0,) * 11 + (2.0,)})
+    assert list(task.terminations) == ["base_too_low"] and task.min_base_height == 0.1
+    limits = dataclasses.replace(quadruped.command_limits, vx=(0.2, 0.6))  # vy and wz: the robot's
+    assert task.commands == VelocityCommand(resample_s=5.0, stand_still_share=0.1, ranges=limits)
+    assert task.reset == ResetConfig(joint_pos_noise=0.2, base_velocity_noise=0.05)
+    assert task.randomization == dataclasses.replace(default.randomization, friction=(0.3, 0.9))
+    assert task.feet == FeetConfig(contact_force_n=3.0) and task.terrain == TerrainConfig(types=("stairs",))
+    assert task.episode_length_s == 10.0 and isinstance(task.episode_length_s, float)
+    assert task.only_positive_rewards == default.only_positive_rewards
 
 
 def task_show(*args: str) -> subprocess.CompletedProcess:
@@ -249,26 +283,58 @@ def test_resampling_follows_the_task_period(tmp_path, quadruped):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("rewards: {style: {weight: 1.0}}", r"task.yaml: unknown reward term\(s\) style; known: tracking_lin_vel, "),
-        ("rewards: {torques: {wieght: 1.0}}", r"task.yaml: rewards.torques: unknown key\(s\) wieght; known: weight"),
+        (
+            "rewards: {style: {weight: 1.0}}",
+            r"task.yaml: rewards keys must be among tracking_lin_vel, .*: unknown reward term\(s\) style$",
+        ),
+        (
+            "rewards: {torques: {wieght: 1.0}}",
+            r"task.yaml: unknown key\(s\) wieght in rewards.torques \(did you mean weight\?\)",
+        ),
         ("rewards: {tracking_lin_vel: {params: {sgma: 1}}}", r"rewards.tracking_lin_vel.params: unknown sgma"),
         ("rewards: {torques: {weight: heavy}}", r"rewards.torques.weight must be a number, got 'heavy'"),
         ("rewards: {torques: -1.0}", r"rewards.torques must be a mapping"),
-        ("terminations: {fell: {params: {}}}", r"unknown termination term\(s\) fell; known: base_too_low, tilted"),
-        ("terminations: {tilted: {params: {max_tilt_rad: null}}}", r"terminations.tilted.params.max_tilt_rad must be"),
-        ("observations: [base_lin_vel, lidar]", r"unknown observation term\(s\) lidar; known: base_lin_vel, "),
+        (
+            "terminations: {fell: {params: {}}}",
+            r"terminations keys must be among base_too_low, tilted: unknown termination term\(s\) fell",
+        ),
+        (
+            "terminations: {tilted: {params: {max_tilt_rad: null}}}",
+            r"terminations.tilted.params.max_tilt_rad must be a number or a list of numbers, got None",
+        ),
+        (
+            "observations: [base_lin_vel, lidar]",
+            r"observations items must be among base_lin_vel, .*: unknown observation term\(s\) lidar",
+        ),
         ("commands: {ranges: {vx: [-2.0, 1.0]}}", r"commands.ranges.vx \[-2.0, 1.0\] is outside robot 'quadruped'"),
-        ("commands: {ranges: {vz: [0, 1]}}", r"commands.ranges: unknown key\(s\) vz; CommandLimits takes vx, vy, wz"),
-        ("commands: {stand_still_share: 2}", r"commands.stand_still_share in \[0, 1\]"),
-        ("commands: {heading: true}", r"commands: unknown key\(s\) heading"),
-        ("randomization: {friction: high}", r"randomization: friction must be a finite \[low, high\]"),
-        ("reset: {yaw: 1.0}", r"reset: unknown key\(s\) yaw"),
-        ("episode_length_s: 0", r"episode_length_s must be > 0"),
+        (
+            "commands: {ranges: {vx: [0.6, 0.2]}}",
+            r"task.yaml: commands.ranges: vx must be \[low, high\] with low <= high, got \[0.6, 0.2\]",
+        ),
+        (
+            "randomization: {latency_s: [0.02, 0.01]}",
+            r"task.yaml: randomization: latency_s must be \[low, high\] with low",
+        ),
+        ("observations: [joint_vel, joint_vel]", r"observations items must be distinct: joint_vel repeated"),
+        ("rewards: {stand_still: {params: {}}}", r"task.yaml: rewards.stand_still: a new reward term needs a weight"),
+        ("reset: {joint_pos_noise: -1}", r"task.yaml: reset.joint_pos_noise must be a non-negative number"),
+        (
+            "commands: {ranges: {vz: [0, 1]}}",
+            r"task.yaml: unknown key\(s\) vz in commands.ranges; CommandLimits takes vx, vy, wz",
+        ),
+        ("commands: {stand_still_share: 2}", r"task.yaml: commands.stand_still_share must be in \[0, 1\], got 2.0"),
+        ("commands: {heading: true}", r"task.yaml: unknown key\(s\) heading in commands"),
+        (
+            "randomization: {friction: high}",
+            r"task.yaml: randomization.friction must be a list of 2 numbers, got 'high'",
+        ),
+        ("reset: {yaw: 1.0}", r"task.yaml: unknown key\(s\) yaw in reset"),
+        ("episode_length_s: 0", r"task.yaml: episode_length_s must be a positive number, got 0.0"),
         ("only_positive_rewards: 1", r"task.yaml: only_positive_rewards must be true or false, got 1"),
-        ("feet: {contact_force_n: 0}", r"task.yaml: feet: contact_force_n must be a positive number, got 0.0"),
-        ("feet: {threshold: 1}", r"task.yaml: feet: unknown"),
+        ("feet: {contact_force_n: 0}", r"task.yaml: feet.contact_force_n must be a positive number, got 0.0"),
+        ("feet: {threshold: 1}", r"task.yaml: unknown key\(s\) threshold in feet"),
         ("rewards: {pose: {weight: 1, params: {joint_weights: [1, 2]}}}", r"joint_weights: 2 values for robot .* 12"),
-        ("curriculum: {}", r"task.yaml: unknown key\(s\) curriculum; known: observations, rewards"),
+        ("curriculum: {}", r"task.yaml: unknown key\(s\) curriculum; TaskSections takes observations, rewards"),
         ("- rewards", r"task.yaml: expected a mapping of task sections"),
     ],
 )

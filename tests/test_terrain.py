@@ -257,7 +257,10 @@ def test_shipped_terrain_campaign_keeps_each_episode_on_its_heightfield():
     [
         ({"axes": {"terrain": ["ice"]}, "terrains": {"rough": {"types": ["rough"]}}}, "terrain(s) ice not in terrains"),
         ({"axes": {"terrain": ["a"]}, "terrains": {"a": {"types": ["lava"]}}}, "unknown value(s) lava"),
-        ({"axes": {"terrain": ["a"]}, "terrains": {"a": {"size": 8, "hills": 1}}}, "c.yaml: terrains.a: unknown key"),
+        (
+            {"axes": {"terrain": ["a"]}, "terrains": {"a": {"size": 8, "hills": 1}}},
+            "c.yaml: unknown key(s) hills in terrains.a",
+        ),
         (
             {"backend": "newton", "axes": {"terrain": ["a"]}, "terrains": {"a": {"types": ["rough"]}}},
             "terrains need the mujoco backend",

@@ -21,7 +21,7 @@ class Scenario:
     def value(self, axis: str) -> Any:
         """This scenario's value on `axis` (a number, or a command sequence's or terrain's name), or the axis's nominal
         value when the campaign does not vary it (None for the commands and terrain axes)."""
-        return self.values.get(axis, AXES[axis][0] if axis in AXES else None)
+        return self.values.get(axis, AXES.get(axis))
 
 
 @dataclass(frozen=True)

@@ -57,16 +57,20 @@ class VelocityCommand:
 
 @dataclass(frozen=True)
 class ResetConfig:
-    joint_pos_noise: float = 0.1  # rad, uniform around the default pose (position-controlled robots only)
-    base_velocity_noise: float = 0.05  # m/s and rad/s, uniform on each base velocity axis
-    # the base starts level at the robot's base_height (above the terrain) with a uniformly random heading
+    """The reset distribution: the base starts level at the robot's base_height (above the terrain) with a uniformly
+    random heading, the joints and base velocities with uniform noise."""
+
+    joint_pos_noise: float = setting(
+        0.1, "in rad, uniform around the default pose; position-controlled robots only", ge=0
+    )
+    base_velocity_noise: float = setting(0.05, "in m/s and rad/s, uniform on each base velocity axis", ge=0)
 
 
 @dataclass(frozen=True)
 class FeetConfig:
     """How the foot terms and gait KPIs read the robot's feet (the robot YAML's `feet`)."""
 
-    contact_force_n: float = setting(1.0, "a foot is in contact above this contact force (N)", gt=0)
+    contact_force_n: float = setting(1.0, "a foot is in contact above this contact force, in N", gt=0)
 
 
 @dataclass(frozen=True)

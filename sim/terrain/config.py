@@ -19,7 +19,10 @@ MAX_GRID_SAMPLES = 50_000_000  # the whole grid of levels x types (200 MB of flo
 @dataclass(frozen=True)
 class TerrainConfig:
     types: tuple[str, ...] = setting(
-        (), "sub-terrain types, the grid's columns; empty: no heightfield (the robot's floor)", choices=TERRAIN_TYPES
+        (),
+        "sub-terrain types, the grid's columns; empty: no heightfield, the robot's own floor",
+        choices=TERRAIN_TYPES,
+        unique=True,
     )
     levels: int = setting(1, "difficulty levels, the grid's rows", ge=1)
     difficulty: tuple[float, float] = setting(
@@ -41,8 +44,6 @@ class TerrainConfig:
     seed: int = setting(0, "seed of the rough sub-terrains' noise: the same seed gives the same heights")
 
     def __post_init__(self) -> None:
-        if len(set(self.types)) != len(self.types):
-            raise SimError(f"types must be distinct, got {list(self.types)}")
         if self.difficulty[0] > self.difficulty[1] or self.step_height[0] > self.step_height[1]:
             raise SimError("difficulty and step_height must be [low, high] pairs with low <= high")
         if self.platform >= self.size:

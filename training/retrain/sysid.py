@@ -19,20 +19,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edge.observation import rotate_world_to_base
-from sim.randomization import FIELD_KEYS, RandomizationConfig, fixed_params
+from sim.randomization import FIELD_KEYS, NOMINAL, RandomizationConfig, fixed_params
 from sim.robot import RobotSpec
 from sim.twin import BatchedTwin
 from training.errors import ConfigError
 from training.retrain.ingest import FieldLog
 
-NOMINAL = {
-    "friction": 1.0,
-    "payload_kg": 0.0,
-    "motor_strength": 1.0,
-    "kp_scale": 1.0,
-    "kd_scale": 1.0,
-    "latency_s": 0.0,
-}  # sim.randomization.fixed_params({}): the twin as trained
 EARLIER_TARGETS = 10  # targets logged before a replay window that refill the twin's delay buffer (0.2 s at 50 Hz)
 SLICE_POINTS = 21  # values per parameter on its box when its interval is probed (see _Fit.slices)
 DEFAULT_BOUNDS = {
