@@ -3,6 +3,10 @@ manifest (which records the layout) and the policy node (which computes them fro
 
 A term's value is multiplied by its scale before it enters the policy; noise is added in physical units
 before scaling, as legged_gym does.
+
+gait_phase is a clock, not a sensor: (sin, cos) of 2 pi GAIT_HZ t, where t is the time since the episode began in
+the twin and since the controller (re)started on the robot, both counted in control periods; zero while the command
+is a stand-still one (gait_phase below), as MuJoCo's mjbatch Go1 joystick example hides its trot clock at rest.
 """
 
 from __future__ import annotations
@@ -10,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+GAIT_HZ = 2.0  # the gait clock's frequency: a Go1-size trot (mjbatch's Go1 joystick example), 0.25 s per half cycle
+STILL_COMMAND = 0.01  # |(vx, vy, wz)| at or below this is a stand-still command (Playground's threshold)
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,13 @@ def obs_term(name: str, num_joints: int) -> ObsTerm:
         "joint_pos": (n, (1.0,) * n, 0.01, "/joint_states position minus default_pose (rad)"),
         "joint_vel": (n, (0.05,) * n, 1.5, "/joint_states velocity (rad/s)"),
         "last_action": (n, (1.0,) * n, 0.0, "previous policy output (before scaling)"),
+        "gait_phase": (
+            2,
+            (1.0, 1.0),
+            0.0,
+            f"policy_node's clock: sin, cos of 2 pi {GAIT_HZ:g} Hz x control steps since activation (or a fault's "
+            "end) x period_s; 0 while /cmd_vel is zero",
+        ),
     }
     if name not in table:
         raise ValueError(f"unknown observation term {name!r}; known: {', '.join(table)}")
@@ -83,6 +97,15 @@ class ObservationLayout:
         if noise is not None:
             raw = raw + noise * self.noise
         return (raw * self.scale).astype(np.float32)
+
+
+def gait_phase(time_s: np.ndarray | float, command: np.ndarray) -> np.ndarray:
+    """[..., 2] (sin, cos) of the gait clock's angle 2 pi GAIT_HZ time_s, zero where the (vx, vy, wz) command
+    [..., 3] is a stand-still one: shown at rest, the clock would have the policy march on the spot waiting for a
+    command. The twin and policy_node both call this, with time_s = control steps x control period."""
+    angle = 2.0 * np.pi * GAIT_HZ * np.asarray(time_s, dtype=np.float64)
+    moving = np.linalg.norm(command, axis=-1) > STILL_COMMAND
+    return np.stack([np.sin(angle), np.cos(angle)], axis=-1) * moving[..., None]
 
 
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -30,12 +30,23 @@ class PolicyController:
         self.estop = False  # engaged by ~/estop (topic or service) until released
         self.watchdog = Watchdog(self.layout, stale_s)
         self.inputs = PolicyInputs(self.joint_names, self.offset, *command_limits(m.command_limits, cmd_overrides))
+        # the gait clock, for a policy that observes gait_phase: one control period of the manifest per policy step,
+        # as the twin counts an episode's steps, whatever rate the node ticks at
+        self.clocked = any(t.name == "gait_phase" for t in self.layout.terms)
+        self.control_period = m.control_period
         self.reset()
 
     def reset(self) -> None:
-        """Start from the safe pose: the safety filter ramps from it, and it is the last action the policy sees."""
+        """Start from the safe pose: the safety filter ramps from it, and it is the last action the policy sees. The
+        gait clock starts again at 0, as a twin's episode does from its reset."""
         self.policy.reset()
         self.last_action = self.policy.safety.safe_action.astype(np.float64)
+        self.steps = 0  # policy steps since activation or the end of a fault
+
+    @property
+    def clock_s(self) -> float | None:
+        """The gait clock's time at the next policy step (None: the policy does not observe it)."""
+        return self.steps * self.control_period if self.clocked else None
 
     def step(self, now: float) -> tuple[np.ndarray, Fault | None]:
         """The joint targets at `now` (the clock the inputs' receive times are on), and the fault that made them the
@@ -46,7 +57,7 @@ class PolicyController:
         elif stale is not None:
             fault = Fault(stale, stale=True)
         else:
-            values = self.inputs.observation_values(now, self.cmd_timeout_s, self.last_action)
+            values = self.inputs.observation_values(now, self.cmd_timeout_s, self.last_action, self.clock_s)
             obs = self.layout.assemble(values)
             invalid = self.watchdog.invalid(obs, values)
             fault = None if invalid is None else Fault(invalid, stale=False)
@@ -54,6 +65,7 @@ class PolicyController:
             self.reset()  # on recovery the safety filter ramps from the safe pose
             return self.safe_output(), fault
         self.last_action = self.policy.act(obs).astype(np.float64)
+        self.steps += 1
         return self.offset + self.scale * self.last_action, None
 
     def safe_output(self) -> np.ndarray:

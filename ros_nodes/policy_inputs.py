@@ -1,6 +1,6 @@
 """policy_node's inputs: the latest /joint_states, /imu/data, /odom and /cmd_vel as observation term values, with
-when each came and the instant it describes. No ROS import: it reads the message fields, so it is unit-tested with
-real messages and without DDS.
+when each came and the instant it describes; and the gait clock (gait_phase) from the controller's step count. No
+ROS import: it reads the message fields, so it is unit-tested with real messages and without DDS.
 
 A message that cannot give a term its value (missing joints, fields of the wrong size) gives it NaN, which the
 watchdog reports, rather than a value that looks like a state.
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edge.observation import projected_gravity_one
+from edge.observation import gait_phase, projected_gravity_one
 
 if TYPE_CHECKING:
     from geometry_msgs.msg import Twist
@@ -83,10 +83,17 @@ class PolicyInputs:
         if np.all(np.isfinite(cmd)):
             self.command, self.cmd_stamp = np.clip(cmd, self.cmd_low, self.cmd_high), now
 
-    def observation_values(self, now: float, cmd_timeout_s: float, last_action: np.ndarray) -> dict[str, np.ndarray]:
-        """Every term's value at `now`: a command older than `cmd_timeout_s` is zero (stand still)."""
+    def observation_values(
+        self, now: float, cmd_timeout_s: float, last_action: np.ndarray, clock_s: float | None = None
+    ) -> dict[str, np.ndarray]:
+        """Every term's value at `now`: a command older than `cmd_timeout_s` is zero (stand still). clock_s: the gait
+        clock's time (control steps since the controller started x the control period), for a policy that observes
+        gait_phase; None leaves the term out."""
         command = self.command if now - self.cmd_stamp <= cmd_timeout_s else self._zero_command
-        return {**self.values, "velocity_command": command, "last_action": last_action}
+        values = {**self.values, "velocity_command": command, "last_action": last_action}
+        if clock_s is not None:
+            values["gait_phase"] = gait_phase(clock_s, command)
+        return values
 
     def _came(self, source: str, header, now: float) -> int:
         self.received[source] = now

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge.observation import STILL_COMMAND  # one threshold for the KPIs, the terms and policy_node's gait clock
+
 GRAVITY = 9.81  # m/s^2
-STILL_COMMAND = 0.01  # |(vx, vy, wz)| at or below this is a stand-still command (Playground's threshold)
 DIAGONALS = ((0, 3), (1, 2))  # four feet in the order above
 MIN_DISTANCE_M = 0.01  # cost of transport: a robot that spends energy without moving pays as if it moved 1 cm
 

@@ -157,6 +157,7 @@ class BatchedTwin(gym.vector.VectorEnv):
             terminated=terminated,
             feet=self.feet,
             terrain_height=ground,
+            episode_time=self.episode_time,
         )
         terms = self.task.reward_terms(step)
         rewards = self.task.cfg.total_reward(terms)
@@ -248,6 +249,12 @@ class BatchedTwin(gym.vector.VectorEnv):
         ground = self.terrain_height(state)
         return state["base_pos"][:, 2] - (0.0 if ground is None else ground)
 
+    @property
+    def episode_time(self) -> np.ndarray:
+        """[N] s since each episode began, counted in control steps: the gait clock's time (the state after the
+        latest step, and its observation, are at this time)."""
+        return self.episode_length * self.spec.control_dt
+
     # ------------------------------------------------------------------ snapshot
     @property
     def observations(self) -> np.ndarray:
@@ -327,7 +334,7 @@ class BatchedTwin(gym.vector.VectorEnv):
     def _observe(self, state: dict[str, np.ndarray] | None = None) -> np.ndarray:
         state = self.backend.state() if state is None else state
         noise = self.randomization.obs_noise if self.randomization.enabled else 0.0
-        return self.task.observe(state, self.commands, self.actions, noise, self.rng)
+        return self.task.observe(state, self.commands, self.actions, noise, self.rng, self.episode_time)
 
     def _reset_envs(self, ids: np.ndarray) -> None:
         spec, k = self.spec, len(ids)

@@ -6,9 +6,12 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from edge.observation import GAIT_HZ
 from sim.randomization import RandomizationConfig
 from sim.robot import load_robot
 from sim.symmetry import JointMirror, SymmetryError, observation_mirror
+from sim.tasks.loader import TASK_CONFIG_DIRS
+from sim.tasks.terms import REWARDS, FootTracker, TermContext
 from sim.twin import BatchedTwin
 from training.ppo.config import PPOConfig
 from training.ppo.runner import PPORunner
@@ -63,6 +66,48 @@ def test_a_mirrored_motion_of_the_twin_observes_as_the_mirrored_observation():
         # contacts are solved in the model's geom order, which the mirror swaps: equal to solver precision only
         assert np.allclose(obs[1], obs_mirror(obs[0]), atol=2e-3), np.abs(obs[1] - obs_mirror(obs[0])).max()
     assert np.abs(obs[0] - obs_mirror(obs[0])).max() > 0.1  # the motion itself was not symmetric
+
+
+def test_the_mirror_of_the_gait_clock_is_half_a_period_later():
+    """The mirror swaps a trot's diagonal pairs: the mirror image of a motion at clock time t is a motion at t plus
+    half a period, observed (real MuJoCo states) and rewarded (hand-made foot states) alike."""
+    spec = load_robot("quadruped")
+    mirror = JointMirror.of(spec)
+    clock_task = TASK_CONFIG_DIRS[0] / "velocity_quadruped_clock.yaml"
+    twin = BatchedTwin(spec, num_envs=2, task=clock_task, randomization=RandomizationConfig(enabled=False), seed=3)
+    twin.hold_commands().reset()
+    terms = list(twin.task.cfg.observations)
+    obs_mirror = observation_mirror(mirror, terms)
+    clock = sum(twin.task.layout.terms[i].size for i in range(terms.index("gait_phase")))
+    assert obs_mirror.index[clock : clock + 2].tolist() == [clock, clock + 1]
+    assert obs_mirror.sign[clock : clock + 2].tolist() == [-1.0, -1.0]
+    rng = np.random.default_rng(1)
+    start = twin.backend.state()
+    start["joint_pos"][0] += rng.uniform(-0.2, 0.2, 12)
+    one = {k: v[:1] for k, v in start.items()}
+    state = {k: np.concatenate([one[k], _mirrored_state(one, mirror)[k]]) for k in one}
+    commands = np.array([[0.5, 0.3, 0.4], [0.5, -0.3, -0.4]])
+    action = rng.uniform(-1, 1, 12)
+    actions = np.stack([action, mirror.joints(action)])
+    half = 0.5 / GAIT_HZ
+    for t in (0.0, 0.06, 0.3, 7.14):
+        obs = twin.task.observe(state, commands, actions, 0.0, rng, episode_time=np.array([t, t + half]))
+        assert np.allclose(obs[1], obs_mirror(obs[0]), atol=1e-5)
+    feet_mirror = [1, 0, 3, 2]  # FR, FL, RR, RL: each foot's mirror image
+    tracker = FootTracker(2, 4, spec.control_dt, contact_force_n=1.0)
+    swing = np.array([True, False, False, True])
+    pos = np.zeros((2, 4, 3))
+    pos[0, :, 2] = np.where(swing, 0.06, 0.022)
+    pos[1] = pos[0, feet_mirror]
+    vel = rng.uniform(-0.2, 0.2, (2, 4, 3))
+    vel[1] = vel[0, feet_mirror] * [1, -1, 1]
+    force = np.where(np.stack([swing, swing[feet_mirror]]), 0.0, 30.0)
+    tracker.update({"contact_force": force, "pos": pos, "vel": vel})
+    rewards = []
+    for t in (0.0, 0.06, 0.3):  # the feet on, near and against the clock
+        ctx = TermContext(spec, state, commands=commands, feet=tracker, episode_time=np.array([t, t + half]))
+        rewards.append(REWARDS["gait_phase_contact"](ctx))
+    assert np.allclose(*np.transpose(rewards)) and len({round(r[0], 6) for r in rewards}) == 3
 
 
 def test_a_robot_without_a_twin_for_a_joint_has_no_mirror(tmp_path):

@@ -22,7 +22,8 @@ from edge.observation import DEFAULT_TERMS, ObsTerm, obs_term
 from sim.errors import SimError
 from sim.randomization import RandomizationConfig
 from sim.robot import CommandLimits, RobotSpec
-from sim.tasks.terms import FOOT_TERMS, OBSERVATIONS, REWARDS, TERMINATIONS
+from sim.symmetry import diagonal_pairs
+from sim.tasks.terms import CLOCK_TERMS, FOOT_TERMS, OBSERVATIONS, REWARDS, TERMINATIONS
 from sim.terrain import TerrainConfig
 
 TERMINATION = REWARDS["termination"]
@@ -180,6 +181,12 @@ def check_task(cfg: VelocityTaskConfig, robot: RobotSpec, source: str) -> Veloci
             f"{source}: rewards {', '.join(cfg.foot_terms)} need feet, and robot {robot.name!r} names none "
             "(robot YAML `feet:`, the foot geoms)"
         )
+    for name, term in cfg.rewards.items():
+        if term.func in CLOCK_TERMS and term.weight != 0.0:
+            try:
+                diagonal_pairs(robot)
+            except SimError as e:
+                raise SimError(f"{source}: rewards.{name}: {e}") from None
     for name, term in cfg.terminations.items():
         _check_params(term.func, term.params, f"{source}: terminations.{name}")
     c = cfg.commands

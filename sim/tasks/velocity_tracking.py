@@ -38,8 +38,11 @@ class VelocityTrackingTask:
         last_action: np.ndarray,
         noise_level: float,
         rng: np.random.Generator,
+        episode_time: np.ndarray | None = None,
     ) -> np.ndarray:
-        ctx = TermContext(self.spec, state, commands=commands, actions=last_action)
+        """The policy's observation batch; episode_time: [N] s since each episode began (the gait clock's time,
+        needed by a task that observes gait_phase)."""
+        ctx = TermContext(self.spec, state, commands=commands, actions=last_action, episode_time=episode_time)
         values = {name: term.func(ctx, **term.params) for name, term in self.cfg.observations.items()}
         noise = rng.uniform(-noise_level, noise_level, (len(commands), self.obs_dim)) if noise_level > 0 else None
         return self.layout.assemble(values, noise)

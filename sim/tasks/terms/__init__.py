@@ -9,10 +9,11 @@ from sim.tasks.terms.commands import UniformVelocityCommand
 from sim.tasks.terms.context import TermContext, base_velocities
 from sim.tasks.terms.feet import FootTracker
 from sim.tasks.terms.observations import OBSERVATIONS
-from sim.tasks.terms.rewards import FOOT_TERMS, REWARDS
+from sim.tasks.terms.rewards import CLOCK_TERMS, FOOT_TERMS, REWARDS
 from sim.tasks.terms.terminations import TERMINATIONS
 
 __all__ = [
+    "CLOCK_TERMS",
     "FOOT_TERMS",
     "OBSERVATIONS",
     "REWARDS",

@@ -32,7 +32,7 @@ def base_velocities(state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarra
 class TermContext:
     """One batch of envs at one moment: arrays [N, ...] in physical units. Base-frame quantities are computed on
     first use and shared by every term that reads them. What a phase does not have is None: terminations see
-    the state only, observations also the commands and actions, rewards everything."""
+    the state only, observations also the commands, actions and episode time, rewards everything."""
 
     robot: RobotSpec
     state: dict[str, np.ndarray]  # base_pos, base_quat (w, x, y, z), base_lin_vel (world), base_ang_vel, joint_*
@@ -45,6 +45,7 @@ class TermContext:
     terminated: np.ndarray | None = None
     feet: FootTracker | None = None  # contacts, air time, landings, foot positions and velocities (robots with feet)
     terrain_height: np.ndarray | None = None  # [N] the ground under the base; None: the flat floor at z = 0
+    episode_time: np.ndarray | None = None  # [N] s since the episode began, in control steps (the gait clock)
 
     @property
     def base_height(self) -> np.ndarray:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge.observation import gait_phase as gait_clock
 from sim.tasks.terms.context import TermContext, given
 
 
@@ -38,7 +39,22 @@ def last_action(ctx: TermContext) -> np.ndarray:
     return given(ctx.actions, "actions")
 
 
+def gait_phase(ctx: TermContext) -> np.ndarray:
+    """The gait clock at the episode's time: (sin, cos) of its angle, zero while the command is a stand-still one
+    (policy_node computes the same from its control steps since activation)."""
+    return gait_clock(given(ctx.episode_time, "episode_time"), given(ctx.commands, "commands"))
+
+
 OBSERVATIONS = {
     f.__name__: f
-    for f in (base_lin_vel, base_ang_vel, projected_gravity, velocity_command, joint_pos, joint_vel, last_action)
+    for f in (
+        base_lin_vel,
+        base_ang_vel,
+        projected_gravity,
+        velocity_command,
+        joint_pos,
+        joint_vel,
+        last_action,
+        gait_phase,
+    )
 }

@@ -2,13 +2,16 @@
 (legged_gym's convention). Add a term here and to REWARDS, then name it in a task YAML. The terms of FOOT_TERMS
 read ctx.feet (sim.tasks.terms.feet): they need a robot with feet and a backend that senses them.
 
-The gait terms follow MuJoCo Playground's Go1 joystick task (go1/joystick.py) and mjlab's velocity task."""
+The gait terms follow MuJoCo Playground's Go1 joystick task (go1/joystick.py) and mjlab's velocity task; the gait
+clock's (gait_phase_contact, beside the gait_phase observation) mjbatch's Go1 joystick example."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from edge.observation import GAIT_HZ
 from sim.gait import moving
+from sim.symmetry import trot_offsets
 from sim.tasks.terms.context import TermContext, given
 
 
@@ -92,6 +95,33 @@ def feet_slip(ctx: TermContext) -> np.ndarray:
     return np.sum(np.linalg.norm(f.vel[..., :2], axis=-1) * f.contact, axis=1)
 
 
+def gait_phase_contact(
+    ctx: TermContext,
+    swing_height: float = 0.08,
+    max_height: float = 0.1,
+    height_sigma: float = 0.035,
+    slip_sigma: float = 0.05,
+) -> np.ndarray:
+    """How well the feet follow a trot on the gait clock (the gait_phase observation's), in [0, 1], averaged over
+    feet, while the command asks to move (0 at a stand-still command). Foot i's phase is sin(2 pi (GAIT_HZ t +
+    offset_i)), the diagonal pairs half a cycle apart (sim.symmetry.trot_offsets). Its swing half (phase > 0) pays a
+    foot off the ground at least swing_height x phase high and at most max_height: exp(-(shortfall^2 + excess^2)
+    / height_sigma^2); its stance half a foot in contact that does not slide: exp(-|v_xy|^2 / slip_sigma), with
+    slip_sigma in (m/s)^2. The halves blend over a ramp, clip(0.5 + phase, 0, 1), not a switch. Heights are the
+    foot geom's centre above the ground under it (a Go1 foot rests at its 2.2 cm radius): the defaults are
+    mjbatch's 6 cm swing and 7.5 cm ceiling plus that radius."""
+    f = given(ctx.feet, "feet")
+    go = _moving(ctx)
+    cycles = GAIT_HZ * given(ctx.episode_time, "episode_time")[:, None] + trot_offsets(ctx.robot)
+    phase = np.sin(2.0 * np.pi * cycles) * go[:, None]
+    short = np.minimum(f.height - swing_height * phase, 0.0)
+    excess = np.maximum(f.height - max_height, 0.0)
+    swing = ~f.contact * np.exp(-(short**2 + excess**2) / height_sigma**2)
+    stance = f.contact * np.exp(-np.sum(f.vel[..., :2] ** 2, axis=-1) / slip_sigma)
+    blend = np.clip(0.5 + phase, 0.0, 1.0)
+    return np.mean(blend * swing + (1.0 - blend) * stance, axis=1) * go
+
+
 def pose(ctx: TermContext, joint_weights: float | tuple[float, ...] = 1.0) -> np.ndarray:
     """exp(-sum_j w_j (q_j - q0_j)^2): 1 at the default pose (Playground; its Go1 weights are 1, 1, 0.1 for each
     leg's hip, thigh, calf). joint_weights: one number, or one per joint in action order."""
@@ -127,9 +157,11 @@ REWARDS = {
         feet_clearance,
         feet_height,
         feet_slip,
+        gait_phase_contact,
         pose,
         stand_still,
         energy,
     )
 }
-FOOT_TERMS = frozenset({feet_air_time, feet_clearance, feet_height, feet_slip})
+FOOT_TERMS = frozenset({feet_air_time, feet_clearance, feet_height, feet_slip, gait_phase_contact})
+CLOCK_TERMS = frozenset({gait_phase_contact})  # need a robot whose feet are two diagonal pairs (trot_offsets)
