@@ -233,3 +233,30 @@ def test_a_robot_without_four_feet_in_diagonal_pairs_is_refused_in_one_line(tmp_
     with pytest.raises(SimError, match=r"gait_phase_contact need feet, and robot 'rover' names none"):
         check_task(dataclasses.replace(load_task(rover), rewards=cfg.rewards), rover, "task")
     assert load_task(two) and load_task(caterpillar)  # without the clock's reward both load
+
+
+def test_a_campaign_judges_a_clocked_policy_with_its_own_observation_layout(clock_artifact, tmp_path):
+    """The robot's own task observes no clock; the campaign's twin observes what the artifact observes."""
+    import shutil
+
+    from sim.campaign.config import campaign_from_dict
+    from sim.campaign.runner import CampaignRequest, run_campaign
+
+    artifact = tmp_path / "policy"
+    shutil.copytree(clock_artifact, artifact)
+    campaign = campaign_from_dict(
+        {
+            "name": "clock",
+            "robot": "quadruped",
+            "episode_s": 0.5,
+            "seeds": [0],
+            "settle_s": 0.1,
+            "axes": {"commands": ["forward"]},
+            "commands": {"forward": ["forward"]},
+            "gates": {"kpis": {"falls": 1}, "failure_rate": 1.0},
+        },
+        "clock.yaml",
+    )
+    assert "gait_phase" not in load_task(QUAD).observations
+    outcome = run_campaign(CampaignRequest(artifact, campaign, tmp_path / "out", promote_verdict=False))
+    assert outcome.summary["episodes"] == 1 and outcome.env_steps > 0

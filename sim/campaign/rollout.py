@@ -28,7 +28,8 @@ from sim.campaign.matrix import BatchJob, Scenario
 from sim.kpis import ACTION_TOL, RobotLimits, Trajectory, episode_kpis
 from sim.randomization import PhysicsParams, RandomizationConfig
 from sim.robot import RobotSpec, build_model, joint_ranges, pd_torques, scaled_gains
-from sim.tasks import load_task
+from sim.tasks import ObservationTerm, VelocityTaskConfig, load_task
+from sim.tasks.terms import OBSERVATIONS
 from sim.twin import BatchedTwin
 
 TRACE_POINTS = 250  # a stored trajectory keeps at most this many points per channel (report plots)
@@ -73,15 +74,27 @@ def _policy(files: ArtifactFiles, runtime: str, max_batch: int) -> Policy:
     return _POLICIES[key]
 
 
-def check_compatible(manifest: Manifest, spec: RobotSpec) -> None:
-    """Refuse to validate an artifact on a robot whose joints, observations or control period differ."""
+def observed_task(manifest: Manifest, spec: RobotSpec) -> VelocityTaskConfig:
+    """The robot's task observing what the artifact observes: a policy trained on another task of the robot (a
+    gait clock's, say) is judged with its own observation layout."""
     terms = [t["name"] for t in manifest.observation["terms"]]
-    observations = list(load_task(spec).observations)
+    return dataclasses.replace(
+        load_task(spec), observations={name: ObservationTerm(OBSERVATIONS[name]) for name in terms}
+    )
+
+
+def check_compatible(manifest: Manifest, spec: RobotSpec) -> None:
+    """Refuse to validate an artifact on a robot whose joints or control period differ, or that observes a term
+    the twin cannot compute."""
+    terms = [t["name"] for t in manifest.observation["terms"]]
     problems = []
     if manifest.joint_names != list(spec.joints):
         problems.append(f"joints {manifest.joint_names} vs {list(spec.joints)}")
-    if terms != observations:
-        problems.append(f"observation terms {terms} vs {observations}")
+    unknown = [t for t in terms if t not in OBSERVATIONS]
+    if unknown:
+        problems.append(
+            f"observation terms {unknown} the twin does not compute (it computes {', '.join(OBSERVATIONS)})"
+        )
     if abs(manifest.control_period - spec.control_dt) > 1e-9 or manifest.control["mode"] != spec.control_mode:
         problems.append("control mode or period")
     if problems:
@@ -146,7 +159,7 @@ def run_batch(
         ]
     )
     params = _params(job.scenarios, spec.sim_dt)
-    task = load_task(spec)
+    task = observed_task(policy.manifest, spec)
     if cfg.backend not in FOOT_BACKENDS:  # rewards are no KPI: a backend without feet runs without the foot terms
         task = task.without_foot_terms()
     if job.terrain is not None:
