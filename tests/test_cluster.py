@@ -3,6 +3,8 @@ driven as a user drives them: `sim2real` subprocesses that join the cluster by i
 
 - `sim2real train --workers 2`: one replica per node, and the all-reduced gradients keep them identical;
 - `sim2real validate --workers 2`: scenarios run on both nodes, with the results of a one-process run;
+- a training worker killed (its process on the second node, SIGKILL) after the first checkpoint: Ray Train's
+  FailureConfig restarts the workers, they go on from the last checkpoint, and the summary says so;
 - the second node killed (its raylet, SIGKILL) while it simulates a batch: Ray runs that batch again on the
   head, and the results hold every scenario once. It runs last: the node stays dead.
 """
@@ -17,6 +19,7 @@ import sys
 import time
 from collections import Counter
 
+import psutil
 import pytest
 import yaml
 from campaign_helpers import TINY_CAMPAIGN, export_rover_policy
@@ -85,24 +88,28 @@ def _by_scenario(rows: list[dict]) -> dict[str, dict]:
     return {r["id"]: {k: v for k, v in r.items() if k != "node"} for r in rows}
 
 
-def test_train_places_one_replica_per_node_and_keeps_them_identical(cluster, tmp_path):
-    iterations = 3
+def _train(cluster, tmp_path, iterations: int, **overrides) -> list[str]:
+    """`sim2real train` of a small rover run (32 envs, 8 steps each) on the cluster, two workers; its run
+    directory goes under tmp_path/runs."""
     cfg = PPOConfig.for_robot(
         "rover",
         num_envs=32,
         num_steps_per_env=8,
         iterations=iterations,
-        checkpoint_every=iterations,
         eval_every=0,
         eval_envs=4,
         eval_seconds=0.5,
         run_root=str(tmp_path / "runs"),
         export=False,
+        **overrides,
     )
     cfg.save_yaml(tmp_path / "ppo.yaml")
-    out = _run(
-        cluster, _sim2real("train", "--config", tmp_path / "ppo.yaml", "--workers", 2, "--ray-address", cluster.address)
-    )
+    return _sim2real("train", "--config", tmp_path / "ppo.yaml", "--workers", 2, "--ray-address", cluster.address)
+
+
+def test_train_places_one_replica_per_node_and_keeps_them_identical(cluster, tmp_path):
+    iterations = 3
+    out = _run(cluster, _train(cluster, tmp_path, iterations, checkpoint_every=iterations))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (summary_path,) = (tmp_path / "runs").glob("rover/*/summary.json")
     summary = json.loads(summary_path.read_text())
@@ -121,6 +128,76 @@ def test_validate_runs_on_both_nodes_with_the_results_of_one_process(cluster, ca
     rows = _rows(tmp_path / "out")
     assert {r["node"] for r in rows} == {node.node_id for node in cluster.nodes}
     assert len(rows) == len(local) and _by_scenario(rows) == _by_scenario(local)
+
+
+def _ray_train_workers(node) -> list[int]:
+    """The pids of the node's Ray Train worker actors (Ray titles their processes ray::RayTrainWorker...)."""
+    found = []
+    for p in psutil.Process(node.process.pid).children(recursive=True):
+        try:
+            if " ".join(p.cmdline()).startswith("ray::RayTrainWorker"):
+                found.append(p.pid)
+        except psutil.Error:  # it exited meanwhile
+            pass
+    return found
+
+
+def test_a_killed_training_worker_resumes_from_the_last_checkpoint(cluster, tmp_path):
+    iterations, every = 8, 2
+    # one restart allowed: a second failure fails the run
+    command = _train(cluster, tmp_path, iterations, checkpoint_every=every, max_failures=1)
+    log_path = tmp_path / "train.log"
+    with open(log_path, "w") as log:  # wide enough that the summary table keeps each path on one line
+        train = subprocess.Popen(
+            command, cwd=REPO, env={**cluster.env, "COLUMNS": "400"}, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while not (written := sorted((tmp_path / "runs").glob("rover/*/checkpoints/model_*.pt"))):
+            assert train.poll() is None, log_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, "no checkpoint was written"
+            time.sleep(0.05)
+        run_dir = written[0].parent.parent
+        ranks = {int((run_dir / "workers" / f"rank{r}.pid").read_text()): r for r in range(2)}
+        # one worker per node (each node has one CPU): the second node's is the one of this run there
+        (victim,) = [pid for pid in _ray_train_workers(cluster.worker) if pid in ranks]
+        os.kill(victim, signal.SIGKILL)
+        newest_at_kill = int(max(run_dir.glob("checkpoints/model_*.pt")).stem.split("_")[1])
+        assert train.wait(timeout=RUN_TIMEOUT_S) == 0, log_path.read_text()[-3000:]
+    finally:
+        if train.poll() is None:
+            train.kill()
+            train.wait()
+    output = log_path.read_text()
+    rank = ranks[victim]
+    assert int((run_dir / "workers" / f"rank{rank}.pid").read_text()) != victim  # a new process took its place
+
+    # the records: one restart, from the newest checkpoint written before it, and every iteration of the
+    # policy's history once (those the killed group ran after that checkpoint, if any, are redone after it)
+    log = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
+    (resumed,) = [e for e in log if e["type"] == "event" and e["event"] in ("resumed", "restarted")]
+    at = log.index(resumed)
+    last = [e for e in log[:at] if e.get("event") == "checkpoint"][-1]
+    assert resumed["event"] == "resumed" and resumed["restarts"] == 1 and resumed["checkpoint"] == last["path"]
+    start = resumed["iteration"]
+    assert start == last["iteration"] >= newest_at_kill and start < iterations
+    before = [e["iteration"] for e in log[:at] if e["type"] == "iteration"]
+    after = [e["iteration"] for e in log[at:] if e["type"] == "iteration"]
+    assert before == list(range(1, len(before) + 1)) and start <= len(before) < start + every
+    assert after == list(range(start + 1, iterations + 1))
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["iteration"] == iterations and summary["workers"] == 2
+    assert summary["env_steps"] == iterations * 8 * 32  # counted from the checkpoint on: no iteration twice
+    assert summary["restarts"] == 1 and summary["resumed_from"] == last["path"]
+    assert sorted(summary["replica_nodes"]) == sorted(node.node_id for node in cluster.nodes)
+    digests = summary["replica_digests"]
+    assert len(digests) == 2 and digests[0] == digests[1]
+    reported = {f.name for f in (run_dir / "ray").glob("checkpoint_*/model_*.pt")}  # to Ray Train
+    assert f"model_{iterations:06d}.pt" in reported
+    # what the user sees: the restart as it happens, and in the summary table
+    assert f"[resumed] iteration {start}" in output
+    assert f"from {last['path']} after 1 restart(s) of the workers" in output
 
 
 def test_a_node_killed_during_a_campaign_loses_no_scenario_and_runs_none_twice(cluster, campaign, tmp_path):

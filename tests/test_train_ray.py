@@ -69,7 +69,8 @@ def test_two_workers_recover_from_a_killed_worker_with_identical_replicas(tmp_pa
     # recovery: one restore, from a checkpoint no older than the kill, and the iteration count continues from it
     log = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
     resumed = [e for e in log if e.get("event") == "resumed"]
-    assert len(resumed) == 1
+    assert len(resumed) == 1 and resumed[0]["restarts"] == 1
+    assert summary["restarts"] == 1 and summary["resumed_from"] == resumed[0]["checkpoint"]  # the figures say so
     assert resumed[0]["iteration"] >= killed["after"] and resumed[0]["iteration"] % 2 == 0
     after = [e["iteration"] for e in log[log.index(resumed[0]) :] if e["type"] == "iteration"]
     assert after == list(range(resumed[0]["iteration"] + 1, ITERATIONS + 1))

@@ -1,9 +1,12 @@
-"""Checkpoints resume exactly: iteration count, normaliser statistics, the next batch and the trained weights."""
+"""Checkpoints resume exactly: iteration count, normaliser statistics, the next batch and the trained weights;
+a resumed or restarted run says so in progress.jsonl, summary.json and the summary table."""
 
 import json
 
 import torch
+from rich.console import Console
 
+from sim2real.cli.train import _print_summary
 from training.ppo.checkpoint import checkpoint_path, load_checkpoint
 from training.ppo.config import PPOConfig
 from training.ppo.launch import resume_config, train
@@ -73,6 +76,7 @@ def test_train_resume_continues_the_run_directory(tmp_path):
     assert train(cfg, resume=run_dir, show_progress=False) == run_dir
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["iteration"] == 4 and summary["status"] == "completed"
+    assert summary["resumed_from"].endswith("model_000002.pt") and summary["restarts"] == 0
     events = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
     resumed = [e for e in events if e.get("event") == "resumed"]
     assert len(resumed) == 1 and resumed[0]["iteration"] == 2
@@ -80,3 +84,17 @@ def test_train_resume_continues_the_run_directory(tmp_path):
     assert iterations == [1, 2, 3, 4]
     info = json.loads((run_dir / "run_info.json").read_text())
     assert len(info["sessions"]) == 2 and info["sessions"][1]["resumed_from"].endswith("model_000002.pt")
+
+
+def test_a_ray_restart_before_the_first_checkpoint_is_in_the_records_and_the_summary(tmp_path):
+    runner = PPORunner(small_cfg(tmp_path, iterations=1), tmp_path / "run")
+    runner.restarts = 1  # as training.ppo.ray_train sets it in a worker group Ray Train started again
+    summary = runner.learn()
+    runner.close()
+    events = [json.loads(line) for line in (tmp_path / "run" / "progress.jsonl").read_text().splitlines()]
+    restarts = [e for e in events if e["type"] == "event" and e["event"] in ("resumed", "restarted")]
+    assert restarts == [{"type": "event", "event": "restarted", "iteration": 0, "checkpoint": None, "restarts": 1}]
+    assert summary["restarts"] == 1 and summary["resumed_from"] is None
+    console = Console(record=True, width=300)
+    _print_summary(console, summary)
+    assert "from the start (no checkpoint yet) after 1 restart(s) of the workers" in console.export_text()

@@ -122,6 +122,12 @@ def _print_summary(console, s: dict) -> None:
                 f"foot slip {e['foot_slip_m_s']:.3f} m/s",
             )
     table.add_row("checkpoint", str(s["last_checkpoint"]))
+    restarts, resumed = s.get("restarts") or 0, s.get("resumed_from")
+    if restarts:  # Ray Train's FailureConfig started the worker group again
+        start = f"from {resumed}" if resumed else "from the start (no checkpoint yet)"
+        table.add_row("resumed", f"{start} after {restarts} restart(s) of the workers")
+    elif resumed:
+        table.add_row("resumed", f"from {resumed}")
     console.print(table)
     console.print(f"tensorboard --logdir {s['run_dir']}", highlight=False)
 

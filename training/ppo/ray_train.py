@@ -4,6 +4,9 @@ TorchTrainer sets up the process group (gloo on CPU, nccl on GPU) that rsl_rl's 
 reports every checkpoint to Ray Train; when a worker dies, FailureConfig restarts the worker group and each
 worker continues from the newest checkpoint (weights, optimiser, normalisers, twins, RNGs, iteration): the last
 one reported to Ray Train, or one this job wrote to the run directory after it (a kill between the two).
+Rank 0 of each worker group notes its start in workers/starts.jsonl, so the summary says how many times Ray
+Train restarted the group in this launch (`restarts`) and from which checkpoint the last one went on
+(`resumed_from`); progress.jsonl has a `resumed` line at each restart (`restarted` before any checkpoint).
 Workers log to the run directory, not the console: the driver tails progress.jsonl to draw the progress bar.
 """
 
@@ -14,6 +17,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from training.ppo.config import ConfigError, PPOConfig
@@ -21,6 +25,7 @@ from training.ppo.monitor import ProgressBar, ProgressTail
 from training.ppo.runner import TrainingDiverged
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+STARTS = Path("workers") / "starts.jsonl"  # one line per worker group this launch started (rank 0 writes it)
 
 
 def run_ray(cfg: PPOConfig, run_dir: Path, resume: Path | None = None, show_progress: bool = True) -> dict:
@@ -64,6 +69,7 @@ def run_ray(cfg: PPOConfig, run_dir: Path, resume: Path | None = None, show_prog
     )
     summary_path = run_dir / "summary.json"
     summary_path.unlink(missing_ok=True)
+    (run_dir / STARTS).unlink(missing_ok=True)  # the worker groups of this launch only
     bar = ProgressBar(cfg.iterations, description=f"train x{cfg.num_workers}") if show_progress else None
     stop = threading.Event()
     if bar:
@@ -107,9 +113,11 @@ def _worker_loop(config: dict) -> None:
     pid_dir = run_dir / "workers"
     pid_dir.mkdir(exist_ok=True)
     (pid_dir / f"rank{rank}.pid").write_text(str(os.getpid()))  # which process is which rank (and for fault drills)
-
     node = ray.get_runtime_context().get_node_id()
+    restarts = _note_start(run_dir, node) if rank == 0 else 0
+
     runner = PPORunner(PPOConfig.from_dict(config["config"]), run_dir, rank, world, device=get_device(), node=node)
+    runner.restarts = restarts
     reported = ray.train.get_checkpoint()
     if reported is not None:
         with reported.as_directory() as d:
@@ -137,6 +145,16 @@ def _worker_loop(config: dict) -> None:
         pass  # rank 0's summary says why; returning (not raising) keeps Ray from retrying a deterministic failure
     finally:
         runner.close()
+
+
+def _note_start(run_dir: Path, node: str) -> int:
+    """Record this worker group's start; returns how many started before it in this launch (Ray Train starts
+    the next group only once the failed one is gone, so one rank 0 at a time appends)."""
+    path = run_dir / STARTS
+    before = len(path.read_text().splitlines()) if path.is_file() else 0
+    with open(path, "a") as f:
+        f.write(json.dumps({"pid": os.getpid(), "node": node, "time": round(time.time(), 3)}) + "\n")
+    return before
 
 
 def _restore(runner, config: dict, reported: list[Path]) -> None:

@@ -111,6 +111,7 @@ class PPORunner:
         self.last_eval_iteration = -1
         self.last_checkpoint: Path | None = None
         self.resumed_from: Path | None = None
+        self.restarts = 0  # worker groups Ray Train started again after a failure in this session (ray_train sets it)
         self.evaluator: TrackingEvaluator | None = None
         self.monitor: Monitor | None = None
 
@@ -173,8 +174,11 @@ class PPORunner:
         cfg = self.cfg
         if self.rank == 0 and self.run_dir is not None:
             self.monitor = Monitor(self.run_dir, cfg.iterations, self.iteration, self.show_progress)
+            restarts = {"restarts": self.restarts} if self.restarts else {}
             if self.resumed_from:
-                self.monitor.event("resumed", self.iteration, checkpoint=str(self.resumed_from))
+                self.monitor.event("resumed", self.iteration, checkpoint=str(self.resumed_from), **restarts)
+            elif self.restarts:  # a worker group that failed before the first checkpoint: from the start again
+                self.monitor.event("restarted", self.iteration, checkpoint=None, **restarts)
         start, status, reason = time.perf_counter(), "completed", None
         try:
             while self.iteration < cfg.iterations:
@@ -397,6 +401,9 @@ class PPORunner:
             "threshold": self.threshold,
             "final_eval": self.last_eval.as_dict() if self.last_eval else None,
             "last_checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
+            # the checkpoint this session's training continued from (--resume, or Ray Train's last restart)
+            "resumed_from": str(self.resumed_from) if self.resumed_from else None,
+            "restarts": self.restarts,
             "replica_digests": self.replica_digests() if status != "diverged" else None,
             "replica_nodes": self.replica_nodes,
             "run_dir": str(self.run_dir) if self.run_dir else None,
