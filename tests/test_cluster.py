@@ -1,10 +1,10 @@
 """The stages that run on a cluster, on a real two-node Ray cluster (tests/ray_cluster.py, one CPU per node),
 driven as a user drives them: `sim2real` subprocesses that join the cluster by its address.
 
-- `sim2real train --workers 2`: one replica per node, and the all-reduced gradients keep them identical;
 - `sim2real validate --workers 2`: scenarios run on both nodes, with the results of a one-process run;
-- a training worker killed (its process on the second node, SIGKILL) after the first checkpoint: Ray Train's
-  FailureConfig restarts the workers, they go on from the last checkpoint, and the summary says so;
+- `sim2real train --workers 2` with a training worker killed (its process on the second node, SIGKILL) after the
+  first checkpoint: one replica per node, the all-reduced gradients keep them identical, Ray Train's FailureConfig
+  restarts the workers, they go on from the last checkpoint, and the summary says so;
 - the second node killed (its raylet, SIGKILL) while it simulates a batch: Ray runs that batch again on the
   head, and the results hold every scenario once. It runs last: the node stays dead.
 """
