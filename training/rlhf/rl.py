@@ -104,6 +104,7 @@ class RLTrainer:
             config.validation_pool, self.limits, config.validation_examples, config.validation_seed
         )
         self.validation_history: list[dict] = []
+        self.owns_engine = engine is None  # close() stops the Ray engines it started, never a shared engine
         if engine is not None:
             self.engine = engine
             self.sync()  # the engine may hold another model's weights
@@ -119,7 +120,14 @@ class RLTrainer:
         from training.rlhf.engine import RayVLLMEngines, shared_engine
 
         if c.ray_engines > 0:
-            return RayVLLMEngines(c.model, num_engines=c.ray_engines, seed=c.seed)
+            return RayVLLMEngines(
+                c.model,
+                num_engines=c.ray_engines,
+                seed=c.seed,
+                device=c.ray_engine_device,
+                cpus=c.ray_engine_cpus,
+                address=c.ray_address,
+            )
         return shared_engine(c.model, seed=c.seed)
 
     def step(self, iteration: int) -> dict:
@@ -325,6 +333,8 @@ class RLTrainer:
             "advantage": self.config.advantage,
             "checkpoint_iteration": chosen,
         }
+        if hasattr(self.engine, "describe"):  # Ray engines: their device, nodes and threads
+            summary["engines"] = self.engine.describe()
         write_eval_set(self.validation, out / VALIDATION_FILE)
         if self.validation_history:
             by_iteration = {v["iteration"]: v["intent_accuracy"] for v in self.validation_history}
@@ -343,4 +353,6 @@ class RLTrainer:
         return summary
 
     def close(self) -> None:
+        if self.owns_engine and hasattr(self.engine, "close"):
+            self.engine.close()
         shutil.rmtree(self.sync_dir, ignore_errors=True)
