@@ -18,10 +18,8 @@ import os
 import time
 from pathlib import Path
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
@@ -32,7 +30,7 @@ from ros_nodes.field_recorder_params import FieldRecorderParams
 from ros_nodes.params import declare, read
 from ros_nodes.qos import STATUS
 from ros_nodes.recovery import recover_partial_segments
-from ros_nodes.spin import ignore_interrupts, init, start
+from ros_nodes.spin import init, spin, start
 
 
 def message_class(type_name: str):
@@ -170,21 +168,8 @@ class FieldRecorder(Node):
 
 def main(args: list[str] | None = None) -> None:
     init(args)  # rclpy's SIGINT/SIGTERM handlers shut the context down
-    node = None
-    try:
-        node = start("field_recorder", FieldRecorder)
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception:
-        if node is not None or rclpy.ok():  # a bug; not a SIGINT that shut the context down during start-up
-            raise
-    finally:
-        ignore_interrupts()  # the last segment is finalised whatever signals follow
-        if node is not None:
-            node.close()
-            node.destroy_node()
-        rclpy.try_shutdown()
+    node = start("field_recorder", FieldRecorder)
+    spin(node, on_exit=node.close)  # the last segment is finalised whatever signals follow
 
 
 if __name__ == "__main__":

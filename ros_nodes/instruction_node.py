@@ -21,10 +21,8 @@ import sys
 import threading
 from pathlib import Path
 
-import rclpy
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import String
 
@@ -39,7 +37,7 @@ from ros_nodes import qos
 from ros_nodes.checks import log_check
 from ros_nodes.instruction_params import InstructionParams
 from ros_nodes.params import declare, read
-from ros_nodes.spin import ignore_interrupts, init, start
+from ros_nodes.spin import init, spin, start
 
 
 class InstructionNode(Node):
@@ -192,14 +190,7 @@ class InstructionNode(Node):
 def main(args: list[str] | None = None) -> None:
     init(args)
     node = start("instruction_node", InstructionNode)  # a bad parameter, model or artifact: one line, exit 2
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        ignore_interrupts()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    spin(node)
 
 
 if __name__ == "__main__":

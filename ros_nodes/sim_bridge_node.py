@@ -21,10 +21,8 @@ import dataclasses
 import time
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Time
 from nav_msgs.msg import Odometry
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
@@ -35,7 +33,7 @@ from edge.observation import rotate_world_to_base
 from ros_nodes import qos
 from ros_nodes.params import declare, read
 from ros_nodes.sim_bridge_params import SimBridgeParams
-from ros_nodes.spin import ignore_interrupts, init, start
+from ros_nodes.spin import init, spin, start
 from sim.field_robot import FieldRobot, load_field_robot
 from sim.randomization import PhysicsParams, RandomizationConfig
 from sim.robot import load_robot
@@ -215,15 +213,7 @@ class SimBridge(Node):
 def main(args: list[str] | None = None) -> None:
     init(args)
     node = start("sim_bridge_node", SimBridge)  # a bad robot, field twin or safe mode: one line, exit 2
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        ignore_interrupts()
-        node.twin.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    spin(node, on_exit=node.twin.close)
 
 
 if __name__ == "__main__":

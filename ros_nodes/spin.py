@@ -58,11 +58,18 @@ def start(name: str, make: Callable[[], N]) -> N:
     except KeyboardInterrupt:  # stopped while starting: nothing to clean up
         rclpy.try_shutdown()
         sys.exit(0)
+    except Exception:
+        if rclpy.ok():
+            raise  # a bug
+        sys.exit(0)  # a SIGINT shut the context down under the node while it was being built
 
 
-def spin(node: Node, kind: str) -> None:
-    """Spin until shutdown (SIGINT, SIGTERM), then destroy the node. events: rclpy's EventsExecutor (a C++ event
-    queue, a fraction of the per-callback cost); single: SingleThreadedExecutor."""
+def spin(node: Node, kind: str = "single", on_exit: Callable[[], None] | None = None) -> None:
+    """Spin until shutdown (SIGINT, SIGTERM), then run `on_exit` (the node's own clean-up, which no further SIGINT
+    interrupts) and destroy the node. events: rclpy's EventsExecutor (a C++ event queue, a fraction of the
+    per-callback cost); single: SingleThreadedExecutor, as rclpy.spin. A message take that races the shutdown
+    (rclpy raises from inside the executor when the context goes away under it) ends the spin quietly: every node
+    spins here, so none prints that race's traceback at Ctrl-C."""
     if kind == "events":
         from rclpy.experimental import EventsExecutor
 
@@ -78,6 +85,8 @@ def spin(node: Node, kind: str) -> None:
             try:
                 executor.spin_once(timeout_sec=0.1)
             except RCLError as e:
+                if not rclpy.ok():
+                    break  # a take that raced the shutdown
                 # rclpy 7.1 raises out of a lifecycle node's change_state callback for a request by id of a
                 # transition the current state does not offer (a request by label gets success=false): refuse it
                 # here, the node stays up; the requester gets no reply
@@ -89,5 +98,7 @@ def spin(node: Node, kind: str) -> None:
             raise  # otherwise a message take that raced the SIGINT shutdown: nothing is lost
     finally:
         ignore_interrupts()
+        if on_exit is not None:
+            on_exit()
         node.destroy_node()
         rclpy.try_shutdown()
