@@ -1,5 +1,7 @@
 """Observation-in to command-out latency of policy_node over DDS, beside a minimal rclpy echo node (the
-transport floor) measured in the same run, plus timer jitter and deadline misses at 50 Hz and 500 Hz.
+transport floor) measured in the same run, plus timer jitter and deadline misses at 50 Hz and 500 Hz, and how soon
+the watchdog holds the safe pose once /joint_states stops (the rover at 50 Hz, stale after 2 periods) and how soon
+an e-stop on ~/estop is announced on /safe_mode.
 
 Each node runs in its own process, as on the robot. Latency: the probe publishes /imu/data and /odom, then
 /joint_states (policy_node runs with trigger=joint_states) and times the /joint_commands that answers it. The
@@ -96,9 +98,11 @@ class Probe:
         from nav_msgs.msg import Odometry
         from rclpy.qos import qos_profile_sensor_data
         from sensor_msgs.msg import Imu, JointState
-        from std_msgs.msg import Float64MultiArray
+        from std_msgs.msg import Bool, Float64MultiArray, String
 
-        self.rclpy, self.JointState, self.Imu, self.Odometry = rclpy, JointState, Imu, Odometry
+        from ros_nodes import qos as node_qos
+
+        self.rclpy, self.JointState, self.Imu, self.Odometry, self.Bool = rclpy, JointState, Imu, Odometry, Bool
         rclpy.init()
         self.node = rclpy.create_node("latency_probe")
         qos = qos_profile_sensor_data
@@ -107,16 +111,27 @@ class Probe:
         self.pub_odom = self.node.create_publisher(Odometry, "/odom", qos)
         self.pub_echo = self.node.create_publisher(JointState, "/echo_in", qos)
         self.arrivals: list[float] = []
+        self.commands: list[tuple[float, tuple[float, ...]]] = []  # /joint_commands: arrival, targets
         self.instant = 0
         self.diagnostics = policy_diagnostics(self.node)
-        for topic in ("/joint_commands", "/echo_out"):
-            self.node.create_subscription(
-                Float64MultiArray, topic, lambda m: self.arrivals.append(time.perf_counter()), 10
-            )
+        self.node.create_subscription(
+            Float64MultiArray, "/echo_out", lambda m: self.arrivals.append(time.perf_counter()), 10
+        )
+        self.node.create_subscription(Float64MultiArray, "/joint_commands", self._on_command, 10)
+        self.modes: list[tuple[float, str]] = []  # /safe_mode: arrival, mode
+        self.node.create_subscription(
+            String, "/safe_mode", lambda m: self.modes.append((time.perf_counter(), m.data)), node_qos.LATCHED
+        )
+        self.pub_estop = self.node.create_publisher(Bool, "/policy_node/estop", node_qos.LATCHED)
         self.executor = rclpy.executors.SingleThreadedExecutor()
         self.executor.add_node(self.node)
 
-    def sensors(self, joint_names: list[str]) -> None:
+    def _on_command(self, msg) -> None:
+        now = time.perf_counter()
+        self.arrivals.append(now)
+        self.commands.append((now, tuple(msg.data)))
+
+    def sensors(self, joint_names: list[str], joint_states: bool = True) -> None:
         """One instant's inputs, stamped alike (policy_node's joint_states trigger waits for all three)."""
         self.instant += 1
         imu, odom = self.Imu(), self.Odometry()
@@ -126,7 +141,8 @@ class Probe:
             msg.header.stamp.sec = self.instant
         self.pub_imu.publish(imu)
         self.pub_odom.publish(odom)
-        self.pub_js.publish(js)
+        if joint_states:
+            self.pub_js.publish(js)
 
     def spin_for(self, seconds: float) -> None:
         end = time.perf_counter() + seconds
@@ -158,6 +174,52 @@ class Probe:
             self.executor.spin_once(timeout_sec=0.0005)
         return np.diff(np.array(self.arrivals)) * 1000
 
+    def stream(self, joint_names: list[str], seconds: float, hz: float, joint_states: bool = True) -> float:
+        """Sensors at `hz` for `seconds`; returns when the last /joint_states went out."""
+        end, next_send, last_js = time.perf_counter() + seconds, 0.0, float("nan")
+        while time.perf_counter() < end:
+            if time.perf_counter() >= next_send:
+                self.sensors(joint_names, joint_states)
+                last_js = time.perf_counter() if joint_states else last_js
+                next_send = time.perf_counter() + 1.0 / hz
+            self.executor.spin_once(timeout_sec=0.0005)
+        return last_js
+
+    def watchdog_reactions(self, joint_names: list[str], hz: float, repeats: int) -> np.ndarray:
+        """ms from the last /joint_states to the first safe (all-zero) command, once per stop of /joint_states.
+        A stop with no safe command within 0.5 s gives NaN (not measured: the node never held)."""
+        out = []
+        for _ in range(repeats):
+            last_js = self.stream(joint_names, 1.0, hz)  # healthy: the node leaves the safe pose
+            self.commands.clear()
+            self.stream(joint_names, 0.5, hz, joint_states=False)
+            safe = [t for t, c in self.commands if t > last_js and not any(c)]
+            out.append((safe[0] - last_js) * 1000 if safe else float("nan"))
+        return np.array(out)
+
+    def estop_reactions(self, joint_names: list[str], hz: float, repeats: int) -> np.ndarray:
+        """ms from an e-stop published on ~/estop to the safe mode announced on /safe_mode (NaN: none within 1 s)."""
+        out = []
+        for _ in range(repeats):
+            self.stream(joint_names, 0.5, hz)
+            self.modes.clear()
+            engaged = time.perf_counter()
+            self.pub_estop.publish(self.Bool(data=True))
+            self.stream(joint_names, 1.0, hz)
+            held = [t for t, mode in self.modes if mode]
+            out.append((held[0] - engaged) * 1000 if held else float("nan"))
+            self.pub_estop.publish(self.Bool(data=False))
+        self.stream(joint_names, 0.5, hz)
+        return np.array(out)
+
+
+def summary(ms: np.ndarray) -> tuple[float, float, int]:
+    """p50 and max of the measured reactions (NaN: not measured), and how many were measured."""
+    measured = ms[np.isfinite(ms)]
+    if not len(measured):
+        return float("nan"), float("nan"), 0
+    return float(np.percentile(measured, 50)), float(measured.max()), len(measured)
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -181,21 +243,9 @@ def main() -> None:
         export_random_policy("quadruped", artifact)
         joints = list(load_manifest(artifact).joint_names)
         probe = Probe()
-        node_args = [
-            "-m",
-            "ros_nodes.policy_node",
-            "--ros-args",
-            "-p",
-            f"artifact:={artifact}",
-            "-p",
-            "backend:=onnxruntime",
-            "-p",
-            "stale_periods:=100",
-            "-p",
-            "allow_unvalidated:=true",
-            "-p",
-            "allow_unsigned:=true",
-        ]
+        untrusted = ["-p", "allow_unvalidated:=true", "-p", "allow_unsigned:=true"]  # random policies
+        node = ["-m", "ros_nodes.policy_node", "--ros-args", *untrusted]
+        node_args = [*node, "-p", f"artifact:={artifact}", "-p", "backend:=onnxruntime", "-p", "stale_periods:=100"]
 
         echo = start(["-m", "benchmarks.ros_loop_latency", "--echo-node", "one"])
         probe.spin_for(3.0)
@@ -210,6 +260,16 @@ def main() -> None:
         probe.spin_for(6.0)
         policy_ms = probe.round_trips(lambda: probe.sensors(joints), count)
         stop(policy)
+
+        # the watchdog at its defaults: the rover (its safe command is all zeros) at 50 Hz, stale after 2 periods
+        rover = Path(tmp) / "rover"
+        export_random_policy("rover", rover)
+        rover_joints = list(load_manifest(rover).joint_names)
+        watched = start([*node, "-p", f"artifact:={rover}"])
+        probe.spin_for(6.0)
+        reaction_ms = probe.watchdog_reactions(rover_joints, 50.0, 5 if args.quick else 30)
+        estop_ms = probe.estop_reactions(rover_joints, 50.0, 5 if args.quick else 20)
+        stop(watched)
 
         timing = {}
         # the executor policy_node runs (events) at both rates; rclpy's default one at 500 Hz for reference
@@ -244,6 +304,15 @@ def main() -> None:
             f"node's count) {t['miss_rate']:.2%} of {t['ticks']} ticks; at the probe over DDS: "
             f"jitter {t['jitter_ms']:.3f} ms, gaps > 1.5 periods {t['probe_miss_rate']:.2%}"
         )
+    watchdog, estop = summary(reaction_ms), summary(estop_ms)
+    print(
+        f"watchdog: safe pose {watchdog[0]:.1f} ms (p50), {watchdog[1]:.1f} ms (max) after the last /joint_states, "
+        f"{watchdog[2]} of {len(reaction_ms)} stops held; target <= 3 periods + 10 ms = 70 ms (stale after 40 ms)"
+    )
+    print(
+        f"e-stop: safe mode announced {estop[0]:.1f} ms (p50), {estop[1]:.1f} ms (max) after ~/estop, "
+        f"{estop[2]} of {len(estop_ms)} engaged; target <= 1 period = 20 ms"
+    )
     budget = 1.5 * p["echo"][1] + 0.5
     print(f"target: policy p99 <= 1.5 x echo p99 + 0.5 ms = {budget:.3f} ms; misses at 500 Hz < 1%")
     print(f"load average (1 min) before / after: {load[0]:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
@@ -261,6 +330,12 @@ def main() -> None:
                 "miss_rate_500hz": round(timing[500, "events"]["miss_rate"], 4),
                 "miss_rate_500hz_single_executor": round(timing[500, "single"]["miss_rate"], 4),
                 "jitter_500hz_ms": round(timing[500, "events"]["jitter_ms"], 4),
+                "watchdog_p50_ms": round(watchdog[0], 2),
+                "watchdog_max_ms": round(watchdog[1], 2),
+                "watchdog_held": f"{watchdog[2]}/{len(reaction_ms)}",
+                "estop_p50_ms": round(estop[0], 2),
+                "estop_max_ms": round(estop[1], 2),
+                "estop_engaged": f"{estop[2]}/{len(estop_ms)}",
                 "baseline": "rclpy echo node, same 3 inputs",
                 "load_avg_1m": round(load[0], 2),
                 "quick": args.quick,

