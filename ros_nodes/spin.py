@@ -98,6 +98,10 @@ def spin(node: Node, kind: str = "single", on_exit: Callable[[], None] | None = 
             raise  # otherwise a message take that raced the SIGINT shutdown: nothing is lost
     finally:
         ignore_interrupts()
+        # as rclpy.spin does: the executor lets go of the node before anything is destroyed (the EventsExecutor keeps
+        # middleware callbacks on the node's entities until then)
+        executor.remove_node(node)
+        executor.shutdown()
         if on_exit is not None:
             on_exit()
         node.destroy_node()

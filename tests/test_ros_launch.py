@@ -100,7 +100,9 @@ def ended_cleanly(launch, log: Path, nodes: tuple[str, ...]) -> None:
     assert rc == 0, out[-3000:]
     for node in nodes:  # launch's own line about each process: "[INFO] [policy_node-1]: process has finished cleanly"
         about = [line for line in out.splitlines() if f"[{node}-" in line]  # its own output and launch's about it
-        assert any("finished cleanly" in line for line in about), (node, about[-12:])
+        assert any("finished cleanly" in line for line in about), f"{node} did not finish cleanly:\n" + "\n".join(
+            about[-40:]
+        )
     assert not tracebacks(out) and "has died" not in out, out[-3000:]
 
 
