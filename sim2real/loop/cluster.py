@@ -78,8 +78,11 @@ class RayStage:
         import ray
         from ray.exceptions import RayTaskError
         from ray.util.queue import Queue
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        progress = Queue(actor_options={"num_cpus": 0})  # takes no CPU a stage could use
+        # on the driver's node: a queue on the stage's node would die with it and fail the stage's retry; no CPU
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        progress = Queue(actor_options={"num_cpus": 0, "scheduling_strategy": here})
         task = ray.remote(_run_on_node).options(
             **self.request.ray_options(), max_retries=NODE_LOSS_RETRIES, name=f"loop.{self.name}"
         )

@@ -65,7 +65,7 @@ class RayTask:
     """Where a stage ran when the loop ran it on a Ray cluster (sim2real.loop.cluster)."""
 
     node: str  # the Ray node id
-    task: str  # the Ray task id (of the attempt that finished)
+    task: str  # the Ray task id
     request: dict[str, float]  # what it reserved: StageResources' fields
 
 
