@@ -77,7 +77,7 @@ def loop_budgets() -> str:
 
     rows = []
     for name, budget in BUDGETS.items():
-        s = budget.settings
+        s = budget.budget().settings
         floor = s["instruction"]["accuracy_floor"]
         rows.append(
             (
@@ -93,6 +93,15 @@ def loop_budgets() -> str:
         )
     header = ("budget", "PPO, wheeled", "PPO, legged", "campaign", "RLHF", "SIL per deployment", "retraining")
     return _table(header, rows)
+
+
+def loop_stage_requests() -> str:
+    """What each heavy loop stage's Ray task asks a cluster for, per budget (sim2real/loop/config.py BUDGETS)."""
+    from sim2real.loop.config import BUDGETS
+
+    stages = list(next(iter(BUDGETS.values())).resources)
+    rows = [(name, *(budget.resources[s].describe() for s in stages)) for name, budget in BUDGETS.items()]
+    return _table(("budget", *stages), rows)
 
 
 def retrain_budgets() -> str:
@@ -184,6 +193,7 @@ def config_keys(module: str, name: str) -> Callable[[], str]:
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "rlhf-budgets": ("docs/rlhf.md", rlhf_budgets),
     "loop-budgets": ("docs/loop.md", loop_budgets),
+    "loop-stage-requests": ("docs/cluster.md", loop_stage_requests),
     "retrain-budgets": ("docs/retraining.md", retrain_budgets),
     "policy_node-parameters": ("docs/ros.md", node_parameters("ros_nodes.policy_params", "PolicyParams")),
     "sim_bridge_node-parameters": ("docs/ros.md", node_parameters("ros_nodes.sim_bridge_params", "SimBridgeParams")),

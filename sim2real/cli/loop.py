@@ -19,6 +19,7 @@ EXAMPLES = """examples:
   sim2real loop --robot quadruped --budget full
   sim2real loop --robot my_robot.yaml --out runs/my-loop
   sim2real loop --until validate                 # stop after the campaign gate
+  sim2real loop --ray-address HEAD_IP:6379 --out /nfs/runs/loop-1   # heavy stages as Ray tasks (docs/cluster.md)
 
 Re-running resumes the newest unfinished runs/loop-* of the same robot and budget (or --out DIR) after its last
 finished stage; --fresh starts a new run. DIR/report.html holds every stage's verdict, figures and plots.
@@ -36,6 +37,7 @@ FLAGS = (
     "rlhf_engine",
     "instruction_backend",
     "seed",
+    "ray_address",
 )
 
 
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from edge.config import flag_values
     from sim2real.cli.console import make_console, progress_bar
     from sim2real.library_logs import quiet_libraries
-    from sim2real.loop.config import LoopConfig
+    from sim2real.loop.config import BUDGETS, LoopConfig
     from sim2real.loop.runner import REPORT_FILE, latest_unfinished, run_loop
     from sim2real.loop.stages import FAIL, STAGE_NAMES
 
@@ -77,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
         f"[bold]sim2real loop[/]: {cfg.robot}, budget {cfg.budget}, run directory {cfg.out}"
         + (" (resuming)" if out and not args.out else "")
     )
+    if cfg.ray_address:
+        asks = "; ".join(f"{name} {r.describe()}" for name, r in BUDGETS[cfg.budget].resources.items())
+        console.print(f"Ray cluster {cfg.ray_address}: each stage's task asks for {asks}; the others run here")
     current: dict = {"bar": None, "task": None}  # a stage's bar starts with its first progress report
 
     def announce(index: int, name: str, description: str, eta_s: float) -> None:
@@ -99,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
     def finished(name: str, result: dict, seconds: float) -> None:
         stop_bar()
         colour = {"pass": "green", "warn": "yellow", "fail": "red"}.get(result["verdict"], "white")
-        console.print(f"[{colour}]{result['verdict'].upper()}[/] {name} ({seconds:.0f} s): {result['figure']}")
+        where = f" on Ray node {result['ray_task']['node'][:12]}" if "ray_task" in result else ""
+        console.print(f"[{colour}]{result['verdict'].upper()}[/] {name} ({seconds:.0f} s{where}): {result['figure']}")
 
     try:
         run = run_loop(cfg, announce, finished, progress)

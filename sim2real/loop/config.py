@@ -1,5 +1,5 @@
-"""`LoopConfig`: what `sim2real loop` runs, and how much of each stage a budget buys (`BUDGETS`, sim2real.pipeline
-Budgets: each stage's settings and expected seconds).
+"""`LoopConfig`: what `sim2real loop` runs, and how much of each stage a budget buys (`BUDGETS`: each stage's
+settings and expected seconds, and what each heavy stage asks a Ray cluster for).
 
 A budget names the size of every stage at once: `minimal` is the CI end-to-end test (minutes, figures not
 meaningful beyond "it ran"), `quick` is the README's first command (about 15 minutes on 2 cores for the rover),
@@ -23,6 +23,26 @@ CONFIG_DIR = config_path()
 
 
 @dataclass(frozen=True)
+class StageResources:
+    """What one stage asks a Ray cluster for when the loop runs there (`--ray-address`): the stage runs as one Ray
+    task that reserves these, so Ray places it on a node that has them free."""
+
+    cpus: float = setting(1.0, "CPUs the stage's Ray task reserves (Ray sets its torch and OpenMP threads to it)", ge=0)
+    gpus: float = setting(0.0, "GPUs it reserves (Ray sets CUDA_VISIBLE_DEVICES to them)", ge=0)
+    memory_gib: float = setting(2.0, "memory it reserves, GiB (Ray's logical memory resource: placement only)", ge=0)
+
+    def __post_init__(self) -> None:
+        check_values(type(self), asdict(self), name="stage resources", error=UserError)
+
+    def ray_options(self) -> dict[str, float | int]:
+        """The Ray task options that reserve these."""
+        return {"num_cpus": self.cpus, "num_gpus": self.gpus, "memory": int(self.memory_gib * 1024**3)}
+
+    def describe(self) -> str:
+        return f"{self.cpus:g} CPU, {self.gpus:g} GPU, {self.memory_gib:g} GiB"
+
+
+@dataclass(frozen=True)
 class LoopBudget:
     """A loop budget's knobs; `budget()` gives the pipeline's Budget (each stage's settings and expected seconds)."""
 
@@ -43,6 +63,10 @@ class LoopBudget:
     instruction_s: float = setting(help="simulated seconds of the instruction session in the first deployment")
     retrain: str = setting(help="the retraining pipeline's budget")
     expected_s: dict[str, float] = setting(help="seconds each stage takes on 2 cores, for the ETA shown before it")
+    resources: dict[str, StageResources] = setting(
+        help="what each heavy stage asks a Ray cluster for with --ray-address (a stage named here runs as a Ray "
+        "task there); the other stages run in the loop's own process"
+    )
 
     def budget(self) -> Budget:
         return Budget(
@@ -82,7 +106,14 @@ BUDGETS = {
             "retrain": 90,
             "final": 60,
         },
-    ).budget(),
+        # one CPU each: the test cluster's nodes have one (tests/ray_cluster.py)
+        resources={
+            "train": StageResources(1, 0, 2),
+            "validate": StageResources(1, 0, 2),
+            "instruction": StageResources(1, 0, 6),
+            "retrain": StageResources(1, 0, 3),
+        },
+    ),
     "quick": LoopBudget(
         "quick",
         {"iterations": 150, "max_seconds": 300.0},
@@ -103,7 +134,13 @@ BUDGETS = {
             "retrain": 240,
             "final": 80,
         },
-    ).budget(),
+        resources={
+            "train": StageResources(2, 0, 2),
+            "validate": StageResources(2, 0, 2),
+            "instruction": StageResources(2, 0, 8),
+            "retrain": StageResources(2, 0, 4),
+        },
+    ),
     "full": LoopBudget(
         "full",
         {},
@@ -124,7 +161,13 @@ BUDGETS = {
             "retrain": 1800,
             "final": 150,
         },
-    ).budget(),
+        resources={
+            "train": StageResources(8, 0, 8),
+            "validate": StageResources(8, 0, 8),
+            "instruction": StageResources(8, 1, 32),  # RLHF's device auto: CUDA where the task sees a GPU
+            "retrain": StageResources(8, 0, 8),
+        },
+    ),
 }
 
 
@@ -155,6 +198,11 @@ class LoopConfig:
     )
     seed: int = setting(0, "seed of training and the twins", ge=0)
     until: str = setting("", "stop after this stage ('' runs them all)")
+    ray_address: str = setting(
+        "",
+        "run each heavy stage as a Ray task on this cluster (host:port of its head, or auto); the run directory "
+        "must be a path every node sees. '' runs every stage in this process",
+    )
 
     def __post_init__(self) -> None:
         check_values(type(self), asdict(self), name="loop config", error=UserError)
@@ -162,6 +210,8 @@ class LoopConfig:
         if not self.out:
             stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
             self.out = str(Path("runs") / f"loop-{stamp}")
+        if self.ray_address:  # the stages' records hold paths under out, which Ray's workers resolve elsewhere
+            self.out = str(Path(self.out).resolve())
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -61,14 +61,25 @@ class StageOutput:
 
 
 @dataclass(frozen=True)
+class RayTask:
+    """Where a stage ran when the loop ran it on a Ray cluster (sim2real.loop.cluster)."""
+
+    node: str  # the Ray node id
+    task: str  # the Ray task id
+    request: dict[str, float]  # what it reserved: StageResources' fields
+
+
+@dataclass(frozen=True)
 class StageResult:
     verdict: str  # pass | warn (ran, below target) | fail (the loop stops) | skipped
     figure: str  # the key figure, one short line
     output: StageOutput | None = None  # None: the stage hands nothing on
+    ray_task: RayTask | None = None  # None: the stage ran in the loop's own process
 
     def to_json(self) -> dict[str, Any]:
         """The record in the state file (sim2real.pipeline writes what this returns)."""
-        return {"verdict": self.verdict, "figure": self.figure, "data": self.output.to_json() if self.output else {}}
+        record = {"verdict": self.verdict, "figure": self.figure, "data": self.output.to_json() if self.output else {}}
+        return record | ({"ray_task": dataclasses.asdict(self.ray_task)} if self.ray_task else {})
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,14 @@
 The run directory's loop.json records the config and each finished stage's result, rewritten atomically after
 every stage, so an interrupted run (Ctrl-C, SIGTERM, a crash, a power cut) resumes after the last finished stage
 when the same command runs again; resuming with another robot or budget is refused. A stage that fails stops the
-loop (a later stage would need what it did not produce); the report says which and why.
+loop (a later stage would need what it did not produce); the report says which and why. With cfg.ray_address the
+budget's heavy stages run as Ray tasks on that cluster (sim2real.loop.cluster); the state file and the report stay
+here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -36,16 +39,21 @@ def run_loop(cfg: LoopConfig, announce: Announce, finished: Finished, progress: 
     """Run (or resume) the loop in cfg.out; returns the run (results, seconds, finished). KeyboardInterrupt
     (Ctrl-C or SIGTERM) leaves the finished stages recorded and propagates."""
     from sim2real.library_logs import LOG_FILE, library_logs
+    from sim2real.loop.cluster import connected, on_cluster
     from sim2real.loop.report import write_report
 
     out = Path(cfg.out)
-    run = PIPELINE.open(out, cfg.to_dict())
+    budget = BUDGETS[cfg.budget]
+    pipeline = PIPELINE
+    if cfg.ray_address:
+        pipeline = dataclasses.replace(PIPELINE, stages=on_cluster(STAGES, budget.resources, out / STATE_FILE))
+    run = pipeline.open(out, cfg.to_dict())
 
     def stage_finished(name: str, result: dict, seconds: float) -> None:
         finished(name, result, seconds)
         write_report(out, run)
 
-    with library_logs(out / LOG_FILE):  # the console keeps the loop's own lines
-        run.execute(cfg, BUDGETS[cfg.budget], progress, until=cfg.until, announce=announce, finished=stage_finished)
+    with library_logs(out / LOG_FILE), connected(cfg.ray_address):  # the console keeps the loop's own lines
+        run.execute(cfg, budget.budget(), progress, until=cfg.until, announce=announce, finished=stage_finished)
     write_report(out, run)
     return run
