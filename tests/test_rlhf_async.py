@@ -15,7 +15,7 @@ from training.rlhf.config import RLConfig
 from training.rlhf.generation import HFGenerator
 from training.rlhf.loss import ppo_token_loss
 from training.rlhf.rl import RLTrainer
-from training.rlhf.tokens import completion_logprobs
+from training.rlhf.tokens import completion_logprobs, place_completion_values
 
 PROMPTS = [build_prompt(text) for text in ("go forward 2 m", "turn right 45 degrees", "wait 3 s")]
 ITERATIONS = 3
@@ -70,10 +70,10 @@ def test_the_engine_reports_the_log_probs_it_sampled_with(sft_engine, tmp_path):
             logp, mask = completion_logprobs(
                 trainer.policy, prompt_ids, [c.token_ids for c in samples], trainer.tokenizer.pad_token_id
             )
-        for row, c in enumerate(samples):
-            assert len(c.logprobs) == len(c.token_ids) > 0
-            ours = logp[row][mask[row] == 1]
-            assert torch.allclose(torch.tensor(c.logprobs), ours, atol=1e-3), (c.logprobs, ours)
+        assert all(len(c.logprobs) == len(c.token_ids) > 0 for c in samples)
+        # laid out as the update reads them (RLTrainer._batch): at the trainer's own plan-token positions
+        behaviour = place_completion_values(torch.zeros_like(logp), prompt_ids, [c.logprobs for c in samples])
+        assert torch.allclose(behaviour, logp * mask, atol=1e-3), (behaviour - logp * mask).abs().max()
     finally:
         trainer.close()
 
@@ -95,7 +95,8 @@ def test_async_rl_trains_on_batches_no_older_than_max_staleness(sft_engine, tmp_
     assert trainer.version == ITERATIONS and all(s["samples"] == SAMPLES for s in history)
     assert [s["staleness"] for s in history] == [0, max_staleness, max_staleness]
     assert [s["version"] for s in history] == [0, 1 - max_staleness, 2 - max_staleness]
-    assert [s["dropped"] for s in history] == [0, 0, 0] if max_staleness else [0, SAMPLES, SAMPLES]
+    assert [s["batch"] for s in history] == ([0, 1, 2] if max_staleness else [0, 2, 4])  # at 0: 1 and 3 dropped
+    assert [s["dropped"] for s in history] == ([0, 0, 0] if max_staleness else [0, SAMPLES, SAMPLES])
     for s in history:
         assert set(s["seconds"]) == {"generation", "reward", "training", "sync"}
         assert math.isfinite(s["reward"]) and s["overlapped"] >= 0 and s["waited"] >= 0

@@ -57,7 +57,8 @@ class RolloutAhead:
         """One async iteration (the module's docstring); its stats, with the batch's version and staleness."""
         trainer, config = self.trainer, self.trainer.config
         began = time.perf_counter()
-        rollout, self.ahead = self.ahead or trainer.collect(self._next_index()), None
+        rollout = self.ahead or trainer.collect(self._next_index())  # the first iteration collects its own
+        self.ahead = None
         dropped = 0
         if trainer.version - rollout.version > config.max_staleness:
             dropped = rollout.samples
@@ -73,6 +74,7 @@ class RolloutAhead:
         waited = time.perf_counter() - joined
         stats = trainer.finish(stats)
         stats.update(
+            batch=rollout.index,  # the batches collected before it, dropped ones too (its prompts and seed)
             version=rollout.version,  # the updates the weights that generated the batch had seen
             staleness=staleness,
             dropped=dropped,  # samples of a batch older than max_staleness, collected again

@@ -72,7 +72,6 @@ class Rollout:
     before the update that reads it (in async mode, in the background during the update before)."""
 
     index: int  # the batch's number, which seeds its sampling
-    examples: list
     inputs: list
     groups: list[list]
     scores: Scores
@@ -188,9 +187,7 @@ class RLTrainer:
         explored, found = self._explore(index, examples, inputs, groups, judged, times)
         with _timed(times, "reward"):
             scores = self._score(inputs, groups, judged)
-        return Rollout(
-            index, examples, inputs, groups, scores, explored, found, version, times, (began, time.perf_counter())
-        )
+        return Rollout(index, inputs, groups, scores, explored, found, version, times, (began, time.perf_counter()))
 
     def learn(self, iteration: int, rollout: Rollout) -> tuple[dict, tuple[float, float]]:
         """Steps 3-4 on a rollout: advantages and the update (the policy's version goes up by one). The iteration's
