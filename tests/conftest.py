@@ -24,3 +24,13 @@ def trained_rover(tmp_path_factory):
         "rover", iterations=60, stop_at_threshold=True, seed=0, run_root=str(tmp_path_factory.mktemp("ppo"))
     )
     return train(cfg, show_progress=False) / "policy"
+
+
+@pytest.fixture(scope="module")
+def sft_engine():
+    """The session's vLLM engine (training.rlhf.engine.shared_engine) with the minimal SFT weights loaded afresh for
+    each module that asks for it (~40 s to start if none runs)."""
+    from tests.rlhf_helpers import sft_dir
+    from training.rlhf.engine import shared_engine
+
+    return shared_engine(sft_dir())

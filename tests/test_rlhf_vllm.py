@@ -19,25 +19,18 @@ PROMPTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def engine():
-    from training.rlhf.engine import shared_engine
-
-    return shared_engine(sft_dir())  # the SFT weights, in the session's engine (~40 s to start if none runs)
-
-
 def _texts(groups):
     return [c.text for group in groups for c in group]
 
 
-def test_engine_generates_constrained_plans(engine):
-    out = engine.generate(PROMPTS, n=3, temperature=1.0, seed=1, constrained=True)
+def test_engine_generates_constrained_plans(sft_engine):
+    out = sft_engine.generate(PROMPTS, n=3, temperature=1.0, seed=1, constrained=True)
     assert len(out) == 4 and all(len(g) == 3 for g in out)
     for text in _texts(out):
         parse_plan(text)
 
 
-def test_one_rl_iteration_updates_the_running_engine(engine, tmp_path):
+def test_one_rl_iteration_updates_the_running_engine(sft_engine, tmp_path):
     config = RLConfig(
         out=str(tmp_path / "rl"),
         model=str(sft_dir()),
@@ -48,21 +41,22 @@ def test_one_rl_iteration_updates_the_running_engine(engine, tmp_path):
         learning_rate=3e-3,
         sync_dir=str(tmp_path),
     )
-    trainer = RLTrainer(config, engine=engine)
+    trainer = RLTrainer(config, engine=sft_engine)
     try:
         hf = HFGenerator(trainer.policy, trainer.tokenizer)
         sample = dict(n=2, temperature=1.0, seed=123, constrained=False)
-        before = _texts(engine.generate(PROMPTS, **sample))
-        assert _texts(engine.generate(PROMPTS, **sample)) == before  # a fixed seed repeats
-        assert _texts(engine.generate(PROMPTS, constrained=False)) == _texts(hf.generate(PROMPTS, constrained=False))
+        greedy = dict(constrained=False)
+        before = _texts(sft_engine.generate(PROMPTS, **sample))
+        assert _texts(sft_engine.generate(PROMPTS, **sample)) == before  # a fixed seed repeats
+        assert _texts(sft_engine.generate(PROMPTS, **greedy)) == _texts(hf.generate(PROMPTS, **greedy))
 
         stats = trainer.step(0)
         assert set(stats["seconds"]) == {"generation", "reward", "training", "sync"}
         assert 0 <= stats["json_valid"] <= 1 and stats["tokens"] > 0
 
-        after = _texts(engine.generate(PROMPTS, **sample))
+        after = _texts(sft_engine.generate(PROMPTS, **sample))
         assert after != before  # the engine runs the updated weights
-        assert _texts(engine.generate(PROMPTS, constrained=False)) == _texts(hf.generate(PROMPTS, constrained=False))
+        assert _texts(sft_engine.generate(PROMPTS, **greedy)) == _texts(hf.generate(PROMPTS, **greedy))
         summary = trainer.save()
         assert (tmp_path / "rl" / "model.safetensors").is_file() and summary["iterations"] == 1
     finally:

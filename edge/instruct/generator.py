@@ -14,6 +14,7 @@ MAX_NEW_TOKENS = 192  # a 4-segment plan is ~100 tokens with the project's token
 class Completion:
     text: str
     token_ids: list[int]
+    logprobs: list[float] | None = None  # each token's log-probability as sampled, where the generator was asked
 
 
 class Generator(Protocol):

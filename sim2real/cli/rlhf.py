@@ -26,6 +26,7 @@ stages, in order (defaults in config/rlhf/<stage>.yaml; outputs under runs/rlhf/
   sim2real rlhf reward                                # Bradley-Terry reward model
   sim2real rlhf rl --engine vllm                      # GRPO with vLLM generating the samples
   sim2real rlhf rl --advantage dr_grpo                # Dr. GRPO: no division by the group's std
+  sim2real rlhf rl --mode async --max-staleness 1     # the engine generates the next batch during the update
   sim2real rlhf eval --model runs/rlhf/rl --set config/rlhf/heldout.jsonl \\
       --baseline runs/rlhf/sft --reward runs/rlhf/reward
 """

@@ -87,7 +87,10 @@ class VLLMEngine:
         constrained: bool = True,
         seed: int | None = None,
         ignore_eos: bool = False,
+        logprobs: bool = False,
     ) -> list[list[Completion]]:
+        """`logprobs`: each completion also carries its sampled tokens' log-probabilities under the engine's weights
+        at temperature 1 (vLLM's raw logprobs, as the trainer computes its own): async RL's behaviour policy."""
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
@@ -105,16 +108,24 @@ class VLLMEngine:
                     ignore_eos=ignore_eos,
                     skip_special_tokens=True,
                     structured_outputs=grammar,
+                    logprobs=0 if logprobs else None,  # 0: the sampled token's only
                 )
             return by_slots[slots]
 
         outputs = self.llm.generate(prompts, [params(p) for p in prompts], use_tqdm=False)
-        return [[Completion(c.text, list(c.token_ids)) for c in o.outputs] for o in outputs]
+        return [[_completion(c, logprobs) for c in o.outputs] for o in outputs]
 
     def load_weights(self, weights_dir: str | Path) -> None:
         """Reload every weight from a save_pretrained directory into the running engine."""
         self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(weights_dir)})
         self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
+
+
+def _completion(output, logprobs: bool) -> Completion:
+    """A vLLM CompletionOutput as a Completion, with its sampled tokens' log-probabilities if asked for."""
+    ids = list(output.token_ids)
+    sampled = [output.logprobs[t][token].logprob for t, token in enumerate(ids)] if logprobs else None
+    return Completion(output.text, ids, sampled)
 
 
 _SHARED: dict[str, VLLMEngine] = {}

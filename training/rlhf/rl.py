@@ -11,8 +11,10 @@ Entry point: `RLTrainer(RLConfig(...)).train()`. Each iteration (`step`):
   3. advantages relative to each prompt's group (no critic), by `advantage`: grpo or dr_grpo
      (training.rlhf.advantages says how they differ);
   4. update: `epochs` policy-gradient steps on the PPO-clipped token loss -min(rA, clip(r, 1 - clip, 1 + clip)A),
-     r = pi/pi_old;
+     r = pi/pi_old (training.rlhf.loss);
   5. sync: save_pretrained into a directory under `sync_dir`, then the running engine reloads it.
+Steps 1-2 collect a `Rollout`; `mode: async` collects the next one in a background thread during steps 3-4
+(training.rlhf.overlap), and the update then corrects for the older weights that sampled it (decoupled PPO).
 Every `validate_every` iterations (and at the start: the SFT model; 0: never) the engine plans the validation split
 greedily (constrained, as deployed); the best checkpoint on it is what RL writes, a tie going to the earlier one (so
 a run that never beats SFT writes the SFT weights). The held-out set is never used here. The split goes into the
@@ -45,10 +47,11 @@ from training.rlhf.evaluate import corpus_items, evaluate, summarize, write_eval
 from training.rlhf.execution import TwinExecutor
 from training.rlhf.generation import HFGenerator
 from training.rlhf.limits import limits_for
+from training.rlhf.loss import ppo_token_loss
 from training.rlhf.model import load_model
 from training.rlhf.operator import score_execution
 from training.rlhf.reward_model import RewardScorer
-from training.rlhf.tokens import completion_logprobs, length_sorted_chunks
+from training.rlhf.tokens import completion_logprobs, length_sorted_chunks, place_completion_values
 
 VALIDATION_FILE = "validation.jsonl"
 EXPLORE_SEED = 1_000_003  # exploration samples draw from another stream than the group's
@@ -63,6 +66,27 @@ class Scores:
     rm: torch.Tensor  # the reward model's score
 
 
+@dataclasses.dataclass
+class Rollout:
+    """One batch of samples and the reward terms the policy's forward passes do not give: what steps 1-2 collect
+    before the update that reads it (in async mode, in the background during the update before)."""
+
+    index: int  # the batch's number, which seeds its sampling
+    inputs: list
+    groups: list[list]
+    scores: Scores
+    explored: int  # groups with no plan scoring explore_below
+    found: int  # of them, groups an exploration sample joined
+    version: int  # the updates the engine's weights had seen when it generated the batch
+    seconds: dict[str, float]  # generation, reward
+    span: tuple[float, float]  # perf_counter at the start and the end of collecting it
+    overlapped: float = 0.0  # seconds of collecting it that ran during an update (async)
+
+    @property
+    def samples(self) -> int:
+        return sum(len(group) for group in self.groups)
+
+
 @dataclasses.dataclass(frozen=True)
 class Batch:
     """An iteration's samples as the update reads them: one row (prompt token ids, plan token ids) per sample in
@@ -71,8 +95,11 @@ class Batch:
     rows: list[tuple[list[int], list[int]]]
     parts: list[list[int]]
     chunks: list[list[tuple[list[int], list[int]]]]
-    old: list[tuple[torch.Tensor, torch.Tensor]]  # per micro-batch: the sampling policy's token log-probs, plan mask
+    old: list[tuple[torch.Tensor, torch.Tensor]]  # per micro-batch: the policy's token log-probs before the update
+    # (pi_old; the decoupled loss's pi_prox), plan mask
     kl: torch.Tensor  # per sample: log pi - log pi_sft summed over the plan
+    # async: per micro-batch, the token log-probs of the engine's weights that sampled them (pi_behaviour)
+    behaviour: list[torch.Tensor] | None = None
 
 
 @contextlib.contextmanager
@@ -87,6 +114,9 @@ class RLTrainer:
     def __init__(self, config: RLConfig, engine=None):
         """`engine`: a running engine to use (it gets the SFT weights first); by default config.engine says which:
         this process's shared vLLM engine, vLLM Ray actors, or transformers on the policy itself."""
+        transformers = isinstance(engine, HFGenerator) or (engine is None and config.engine == "transformers")
+        if config.mode == "async" and transformers:
+            raise ConfigError("mode async needs the vllm engine: transformers samples the policy the update changes")
         self.config = config
         self.policy, self.tokenizer = load_model(config.model, device=config.device)
         self.number_slots = uses_number_slots(self.policy.config)
@@ -100,6 +130,8 @@ class RLTrainer:
         self.optim = torch.optim.AdamW(self.policy.parameters(), lr=config.learning_rate, weight_decay=0.0)
         self.sync_dir = Path(tempfile.mkdtemp(prefix="rlhf-weights-", dir=config.sync_dir))
         self.history: list[dict] = []
+        self.version = 0  # updates applied to the policy
+        self.engine_version = 0  # updates applied to the weights the engine holds
         self.validation = corpus_items(
             config.validation_pool, self.limits, config.validation_examples, config.validation_seed
         )
@@ -110,6 +142,11 @@ class RLTrainer:
             self.sync()  # the engine may hold another model's weights
         else:
             self.engine = self._make_engine()
+        self.overlap = None
+        if config.mode == "async":
+            from training.rlhf.overlap import RolloutAhead
+
+            self.overlap = RolloutAhead(self)
 
     def _make_engine(self):
         c = self.config
@@ -131,37 +168,61 @@ class RLTrainer:
         return shared_engine(c.model, seed=c.seed)
 
     def step(self, iteration: int) -> dict:
-        """One iteration, in the order rsl_rl's runner reads: generate, reward, advantages, update, then sync."""
-        c = self.config
-        times: dict[str, float] = {}
+        """One iteration, in the order rsl_rl's runner reads: generate, reward, advantages, update, then sync (async:
+        training.rlhf.overlap.RolloutAhead.step)."""
+        if self.overlap is not None:
+            return self.overlap.step(iteration)
+        stats, _ = self.learn(iteration, self.collect(iteration))
+        return self.finish(stats)
+
+    def collect(self, index: int) -> Rollout:
+        """Steps 1-2 for batch `index` (it seeds the sampling): sample it from the engine's weights, judge it in the
+        twin (exploring where configured) and score it with the reward model."""
+        version, times = self.engine_version, {}
+        began = time.perf_counter()
         with _timed(times, "generation"):
-            examples, inputs, groups = self.generate(iteration)
+            examples, inputs, groups = self.generate(index)
         with _timed(times, "reward"):
             judged = self._judge(examples, inputs, groups)
-        explored, found = self._explore(iteration, examples, inputs, groups, judged, times)
+        explored, found = self._explore(index, examples, inputs, groups, judged, times)
         with _timed(times, "reward"):
             scores = self._score(inputs, groups, judged)
+        return Rollout(index, inputs, groups, scores, explored, found, version, times, (began, time.perf_counter()))
+
+    def learn(self, iteration: int, rollout: Rollout) -> tuple[dict, tuple[float, float]]:
+        """Steps 3-4 on a rollout: advantages and the update (the policy's version goes up by one). The iteration's
+        stats (seconds so far: the rollout's and the update's) and the update's perf_counter start and end."""
+        c = self.config
+        times = dict(rollout.seconds)
+        began = time.perf_counter()
         with _timed(times, "training"):  # the KL term needs the policy's forward passes, so it is timed as training
-            batch = self._batch([i.prompt for i in inputs], groups)
-            reward = self.reward(scores, batch.kl)
-            adv = group_advantages(reward, [len(g) for g in groups], c.advantage)
+            batch = self._batch([i.prompt for i in rollout.inputs], rollout.groups)
+            reward = self.reward(rollout.scores, batch.kl)
+            adv = group_advantages(reward, [len(g) for g in rollout.groups], c.advantage)
             plan_tokens = [len(plan) for _, plan in batch.rows]
             grad_norm = self.update(batch, adv, loss_normaliser(plan_tokens, c.advantage, MAX_NEW_TOKENS))
-        with _timed(times, "sync"):
-            self.sync()
+        self.version += 1
         stats = {
             "iteration": iteration,
             "reward": reward.mean().item(),
-            "sim_score": scores.sim.mean().item(),
-            "json_valid": scores.valid.mean().item(),
+            "sim_score": rollout.scores.sim.mean().item(),
+            "json_valid": rollout.scores.valid.mean().item(),
             "kl": batch.kl.mean().item(),
             "samples": len(batch.rows),
-            "explored": explored,  # groups with no plan scoring explore_below
-            "found": found,  # of them, groups an exploration sample joined
+            "explored": rollout.explored,
+            "found": rollout.found,
             "grad_norm": grad_norm,
             "tokens": sum(plan_tokens),
-            "seconds": {k: round(v, 3) for k, v in times.items()},
+            "seconds": times,
         }
+        return stats, (began, time.perf_counter())
+
+    def finish(self, stats: dict) -> dict:
+        """Step 5: sync the weights into the engine (timed into the stats' seconds); the iteration goes into the
+        history."""
+        with _timed(stats["seconds"], "sync"):
+            self.sync()
+        stats["seconds"] = {k: round(v, 3) for k, v in stats["seconds"].items()}
         self.history.append(stats)
         return stats
 
@@ -184,15 +245,15 @@ class RLTrainer:
         """`epochs` steps on the PPO-clipped token loss, summed over the micro-batches and divided by `normaliser`;
         the gradient norm of the last step (before clipping)."""
         c = self.config
+        behaviour = batch.behaviour or [None] * len(batch.parts)  # sync: the proximal policy sampled the batch
+        micro = list(zip(batch.parts, batch.chunks, batch.old, behaviour, strict=True))
         self.policy.train()
         for _ in range(c.epochs):  # PPO-style clipped updates reuse each batch of samples (the twin is the cost)
             self.optim.zero_grad()
-            for part, chunk, (old_logp, mask) in zip(batch.parts, batch.chunks, batch.old, strict=True):
+            for part, chunk, (old_logp, mask), behav in micro:
                 logp, _ = self._logprobs(self.policy, chunk)
-                ratio = torch.exp(logp - old_logp)
-                a = adv[part, None]
-                surrogate = torch.minimum(ratio * a, torch.clamp(ratio, 1 - c.clip, 1 + c.clip) * a)
-                (-(surrogate * mask).sum() / normaliser).backward()
+                loss = ppo_token_loss(logp, old_logp, adv[part, None], c.clip, behav, c.behaviour_ratio_cap)
+                ((loss * mask).sum() / normaliser).backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
             self.optim.step()
         self.policy.eval()
@@ -208,7 +269,8 @@ class RLTrainer:
     def _sample(self, prompts: list[str], n: int, seed: int) -> list[list]:
         """n plans per prompt, sampled without the grammar (RL learns JSON validity) at the configured temperature."""
         temperature = self.config.temperature
-        out = self.engine.generate(prompts, n=n, temperature=temperature, constrained=False, seed=seed)
+        behaviour = {"logprobs": True} if self.overlap is not None else {}  # async: the decoupled loss needs them
+        out = self.engine.generate(prompts, n=n, temperature=temperature, constrained=False, seed=seed, **behaviour)
         return [list(group) for group in out]
 
     def _judge(self, examples: list, inputs: list, groups: list[list]) -> list[list[tuple[float, float]]]:
@@ -268,7 +330,8 @@ class RLTrainer:
         """The samples as the update reads them, with the log-probabilities they were sampled with and their KL."""
         tok = self.tokenizer
         prompt_ids = [tok(p)["input_ids"] for p in prompts]
-        rows = [(prompt_ids[i], s.token_ids or [tok.eos_token_id]) for i, group in enumerate(groups) for s in group]
+        samples = [(i, s) for i, group in enumerate(groups) for s in group]
+        rows = [(prompt_ids[i], s.token_ids or [tok.eos_token_id]) for i, s in samples]
         # micro-batches of similar lengths pad less; the update sums over them, so their order does not matter
         parts = length_sorted_chunks([len(prompt) + len(plan) for prompt, plan in rows], self.config.micro_batch_size)
         chunks = [[rows[k] for k in part] for part in parts]
@@ -278,7 +341,13 @@ class RLTrainer:
         kl = torch.zeros(len(rows))
         for part, (o, m), (r, _) in zip(parts, old, ref, strict=True):
             kl[part] = ((o - r) * m).sum(1)
-        return Batch(rows=rows, parts=parts, chunks=chunks, old=old, kl=kl)
+        behaviour = None
+        if self.overlap is not None:  # the engine's log-probs; the EOS standing in for an empty plan has none (ratio 1)
+            behaviour = [
+                place_completion_values(o.clone(), [r[0] for r in chunk], [samples[k][1].logprobs for k in part])
+                for part, chunk, (o, _) in zip(parts, chunks, old, strict=True)
+            ]
+        return Batch(rows=rows, parts=parts, chunks=chunks, old=old, kl=kl, behaviour=behaviour)
 
     def _logprobs(self, model, rows: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-token log-probabilities of each sampled plan after its prompt, and the mask of plan tokens."""
@@ -286,10 +355,10 @@ class RLTrainer:
 
     def sync(self) -> None:
         """Put the trainer's weights into the generation engine (the HF engine is the policy itself)."""
-        if isinstance(self.engine, HFGenerator):
-            return
-        self.policy.save_pretrained(self.sync_dir)
-        self.engine.load_weights(self.sync_dir)
+        if not isinstance(self.engine, HFGenerator):
+            self.policy.save_pretrained(self.sync_dir)
+            self.engine.load_weights(self.sync_dir)
+        self.engine_version = self.version
 
     def validate(self, iteration: int) -> float:
         """Intent accuracy of the engine's (= the policy's) greedy plans on the validation split, recorded."""
@@ -353,6 +422,8 @@ class RLTrainer:
         return summary
 
     def close(self) -> None:
+        if self.overlap is not None:
+            self.overlap.close()
         if self.owns_engine and hasattr(self.engine, "close"):
             self.engine.close()
         shutil.rmtree(self.sync_dir, ignore_errors=True)

@@ -59,7 +59,15 @@ def completion_logprobs(
     ids, attn = (t.to(model.device) for t in pad_right(seqs, pad))
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
     logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1).cpu()
-    mask = torch.zeros_like(logp)
-    for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
-        mask[i, len(p) - 1 : len(p) - 1 + len(c)] = 1.0
-    return logp, mask
+    return logp, place_completion_values(torch.zeros_like(logp), prompt_ids, [[1.0] * len(c) for c in completion_ids])
+
+
+def place_completion_values(
+    out: torch.Tensor, prompt_ids: Sequence[Sequence[int]], values: Sequence[Sequence[float] | None]
+) -> torch.Tensor:
+    """`out` [batch, longest sequence - 1] with each completion's per-token values written where
+    completion_logprobs puts that completion's tokens (a row whose values are None is left as it is)."""
+    for i, (p, v) in enumerate(zip(prompt_ids, values, strict=True)):
+        if v is not None:
+            out[i, len(p) - 1 : len(p) - 1 + len(v)] = torch.tensor(v, dtype=out.dtype)
+    return out
