@@ -132,8 +132,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, library_logs(args.log):
         model_dir, reward_dir = _models(args, Path(tmp))
         engine = shared_engine(model_dir, seed=args.seed)
-        for logprobs in (False, True):  # vLLM's first requests (and its first with log-probs) are slower
-            engine.generate(["warm up"] * WARM_UP_PROMPTS, n=2, temperature=1.0, constrained=False, logprobs=logprobs)
+        # vLLM's first requests are slower: greedy (validation) and sampled (with log-probs) once each
+        for temperature in (0.0, 1.0):
+            engine.generate(["warm up"] * WARM_UP_PROMPTS, n=1 if temperature == 0 else 2, temperature=temperature)
         configs = {mode: _config(args, model_dir, reward_dir, Path(tmp), mode) for mode in ("sync", "async")}
         results = {mode: _run(config, engine) for mode, config in configs.items()}
     load_after = os.getloadavg()

@@ -63,7 +63,7 @@ def test_the_engine_reports_the_log_probs_it_sampled_with(sft_engine, tmp_path):
     same weights, up to float32 kernel differences."""
     trainer = RLTrainer(_config(tmp_path, mode="async"), engine=sft_engine)
     try:
-        groups = sft_engine.generate(PROMPTS, n=2, temperature=1.0, seed=5, constrained=False, logprobs=True)
+        groups = sft_engine.generate(PROMPTS, n=2, temperature=1.0, seed=5, constrained=False)
         prompt_ids = [trainer.tokenizer(p)["input_ids"] for p in PROMPTS for _ in range(2)]
         samples = [c for group in groups for c in group]
         with torch.no_grad():

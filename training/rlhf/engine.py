@@ -87,10 +87,11 @@ class VLLMEngine:
         constrained: bool = True,
         seed: int | None = None,
         ignore_eos: bool = False,
-        logprobs: bool = False,
     ) -> list[list[Completion]]:
-        """`logprobs`: each completion also carries its sampled tokens' log-probabilities under the engine's weights
-        at temperature 1 (vLLM's raw logprobs, as the trainer computes its own): async RL's behaviour policy."""
+        """A sampled completion (temperature > 0) also carries its tokens' log-probabilities under the engine's
+        weights at temperature 1 (vLLM's raw logprobs, as the trainer computes its own): async RL's behaviour policy.
+        They cost one log-softmax a token; greedy decoding asks for none."""
+        logprobs = temperature > 0
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 

@@ -269,8 +269,7 @@ class RLTrainer:
     def _sample(self, prompts: list[str], n: int, seed: int) -> list[list]:
         """n plans per prompt, sampled without the grammar (RL learns JSON validity) at the configured temperature."""
         temperature = self.config.temperature
-        behaviour = {"logprobs": True} if self.overlap is not None else {}  # async: the decoupled loss needs them
-        out = self.engine.generate(prompts, n=n, temperature=temperature, constrained=False, seed=seed, **behaviour)
+        out = self.engine.generate(prompts, n=n, temperature=temperature, constrained=False, seed=seed)
         return [list(group) for group in out]
 
     def _judge(self, examples: list, inputs: list, groups: list[list]) -> list[list[tuple[float, float]]]:
