@@ -246,6 +246,7 @@ def main() -> None:
         untrusted = ["-p", "allow_unvalidated:=true", "-p", "allow_unsigned:=true"]  # random policies
         node = ["-m", "ros_nodes.policy_node", "--ros-args", *untrusted]
         node_args = [*node, "-p", f"artifact:={artifact}", "-p", "backend:=onnxruntime", "-p", "stale_periods:=100"]
+        node_args += ["-p", "executor:=events"]  # the floor's executor; the timing runs below choose their own
 
         echo = start(["-m", "benchmarks.ros_loop_latency", "--echo-node", "one"])
         probe.spin_for(3.0)

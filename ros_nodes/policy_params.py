@@ -44,8 +44,8 @@ class PolicyParams:
     )
     autostart: bool = parameter(True, "configure and activate at start-up")
     executor: str = parameter(
-        "events",
-        "events: rclpy's EventsExecutor (C++ event queue, a fraction of the per-callback cost); "
-        "single: SingleThreadedExecutor",
+        "single",
+        "single: SingleThreadedExecutor; events: rclpy's experimental EventsExecutor (C++ event queue, a fraction "
+        "of the per-callback cost; it once ended the node on an e-stop service call, docs/ros.md)",
         choices=EXECUTORS,
     )
