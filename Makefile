@@ -14,11 +14,12 @@ loop: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/sim2real demo
 
-# one pytest process per core (a file's tests stay together, so its module fixtures are built once); then the real
-# `ros2 launch` tests alone: each starts a robot's nodes in real time, which a second worker's load would judge
+# one pytest process per core (a file's tests stay together, so its module fixtures are built once; the longest files
+# first, tests/conftest.py's FILE_SECONDS); then the real `ros2 launch` tests alone: each starts a robot's nodes in
+# real time, which a second worker's load would judge
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore tests/test_ros_launch.py
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore tests/test_ros_launch.py
 	$(VENV)/bin/python -m pytest tests/test_ros_launch.py
 
 setup: $(STAMP)

@@ -39,6 +39,16 @@ def source_digest() -> str:
     return digest.hexdigest()[:12]
 
 
+def tree_digest(*folders: Path) -> str:
+    """A hash of every source, config and model file under `folders` (names relative to the repository)."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and path.suffix in (".py", ".yaml", ".xml", ".json") and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(ROOT)).encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def cache_root() -> Path:
     return cache_dir() / "edge-rlhf-tests"
 
@@ -56,14 +66,20 @@ def minimal_run() -> dict:
     out = root / f"minimal-{source_digest()}"
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(root / f"{out.name}.lock"):
-        for stale in root.iterdir():  # runs of older sources (an hour untouched: not another session's build)
-            if stale.name.startswith(out.name) or time.time() - stale.stat().st_mtime < 3600:
-                continue
-            if stale.is_dir():
-                shutil.rmtree(stale, ignore_errors=True)
-            else:
-                stale.unlink(missing_ok=True)  # its lock
+        drop_stale(root, out.name)
         return run_pipeline(out, robot="rover", budget="minimal", engine="vllm")
+
+
+def drop_stale(root: Path, keep: str) -> None:
+    """Removes the builds in `root` of older sources, and their locks: all but those named `keep...` (one untouched
+    for an hour is not another session's build in progress)."""
+    for stale in root.iterdir():
+        if stale.name.startswith(keep) or time.time() - stale.stat().st_mtime < 3600:
+            continue
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
 
 
 def sft_dir() -> Path:

@@ -185,6 +185,9 @@ def test_a_killed_training_worker_resumes_from_the_last_checkpoint(cluster, tmp_
     assert summary["env_steps"] == iterations * 8 * 32  # counted from the checkpoint on: no iteration twice
     assert summary["restarts"] == 1 and summary["resumed_from"] == last["path"]
     assert sorted(summary["replica_nodes"]) == sorted(node.node_id for node in cluster.nodes)
+    # every checkpoint hashed both replicas' weights and normaliser statistics and found them equal (the runner
+    # raises otherwise); the final hashes are in the summary
+    assert all(e["replicas"] == 2 for e in log if e.get("event") == "checkpoint")
     digests = summary["replica_digests"]
     assert len(digests) == 2 and digests[0] == digests[1]
     reported = {f.name for f in (run_dir / "ray").glob("checkpoint_*/model_*.pt")}  # to Ray Train
