@@ -15,7 +15,7 @@ demo: $(STAMP)
 	$(VENV)/bin/sim2real demo
 
 # one pytest process per core (a file's tests stay together, so its module fixtures are built once; the longest files
-# first, tests/conftest.py's FILE_SECONDS); then the real `ros2 launch` tests alone: each starts a robot's nodes in
+# first, tests/conftest.py's FILE_ORDER); then the real `ros2 launch` tests alone: each starts a robot's nodes in
 # real time, which a second worker's load would judge
 TEST_WORKERS ?= 2
 test: $(STAMP)

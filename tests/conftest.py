@@ -9,30 +9,32 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("FASTRTPS_DEFAULT_PROFILES_FILE", str(Path(__file__).with_name("fastdds_profile.xml")))
 
 
-# `make test`'s workers take whole files (--dist loadfile) in collection order (--no-loadscope-reorder): the longest
-# first, so that both workers end together, and the minimal RLHF run's builder (test_rlhf_pipeline) among the first,
-# so that the files that need it do not wait for it on the other worker. Seconds: each file's own work in a cold
-# clean-clone run on 2 cores (pytest --durations, 2026-12-04); files not named follow in their own order.
-FILE_SECONDS = {
-    "test_cluster.py": 270,
-    "test_rlhf_pipeline.py": 160,  # trains the minimal run
-    "test_rlhf_base.py": 130,
-    "test_retrain_pipeline.py": 125,
-    "test_loop.py": 90,
-    "test_robot_install.py": 60,
-    "test_campaign_backends.py": 50,
-    "test_quiet_console.py": 50,
-    "test_safe_modes.py": 40,
-    "test_rlhf_execution.py": 40,  # trains the shared rover policy
-    "test_field_recorder.py": 30,
-    "test_fuzz_parsers.py": 30,
-    "test_rlhf_reward.py": 30,
-    "test_rlhf_gate.py": 25,
-}
+# `make test`'s workers take whole files (--dist loadfile) in collection order (--no-loadscope-reorder). The longest
+# go first, so that both workers end together, in an order that never leaves one waiting for the other's build of
+# the minimal RLHF run (test_rlhf_pipeline builds it, about 170 s): the retraining pipeline beside it, then the Ray
+# cluster (whose RL and loop tests need the run). Each file's own wall time beside the other worker, in a cold
+# clean-clone run on 2 cores, is beside it; files not named follow in their own order.
+FILE_ORDER = (
+    "test_rlhf_pipeline.py",  # 170 s, the minimal run's build
+    "test_retrain_pipeline.py",  # 150
+    "test_cluster.py",  # 300
+    "test_rlhf_base.py",  # 100
+    "test_loop.py",  # 210
+    "test_robot_install.py",  # 55
+    "test_campaign_backends.py",  # 35
+    "test_quiet_console.py",  # 35
+    "test_safe_modes.py",  # 35
+    "test_rlhf_execution.py",  # trains the shared rover policy, about 40 s
+    "test_field_recorder.py",  # 25
+    "test_rlhf_reward.py",  # 25
+    "test_rlhf_gate.py",  # 25
+    "test_fuzz_parsers.py",  # 15
+)
 
 
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: -FILE_SECONDS.get(item.path.name, 0))  # stable: a file's tests keep their order
+    rank = {name: i for i, name in enumerate(FILE_ORDER)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FILE_ORDER)))  # stable: a file's tests keep their order
 
 
 def pytest_configure(config):

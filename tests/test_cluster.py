@@ -8,8 +8,9 @@ script that runs RLTrainer as `sim2real rlhf rl` does, reading the engine's plan
   restarts the workers, they go on from the last checkpoint, and the summary says so;
 - RL on the minimal model with its vLLM engine in a Ray actor on CPU (`--ray-engines 1 --ray-engine-device cpu`):
   after each sync the actor's greedy plans are transformers' on the trainer's weights;
-- `sim2real loop --ray-address` at the minimal budget until the instruction stage: each heavy stage a Ray task on a
-  node, the state file and artifacts in the run directory, and a re-run that resumes with nothing left to do;
+- `sim2real loop --ray-address` at the minimal budget, until the instruction stage and then to the end: each heavy
+  stage a Ray task on a node, the state file and artifacts in the run directory, the second run resuming after the
+  first's last stage;
 - the second node killed (its raylet, SIGKILL) while it simulates a batch: Ray runs that batch again on the
   head, and the results hold every scenario once. It runs last: the node stays dead.
 """
@@ -81,8 +82,11 @@ def _validate(cluster, policy, campaign_yaml, out) -> list[str]:
     )  # fmt: skip
 
 
-def _run(cluster, command: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=REPO, env=cluster.env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+def _run(cluster, command: list[str], **env: str) -> subprocess.CompletedProcess:
+    """`command` as a driver of the cluster, with `env` added to the cluster's environment."""
+    return subprocess.run(
+        command, cwd=REPO, env={**cluster.env, **env}, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+    )
 
 
 def _rows(out_dir) -> list[dict]:
@@ -221,44 +225,50 @@ def test_rl_engine_in_a_ray_actor_on_cpu_runs_the_trainers_weights_after_every_s
 
 
 def test_the_loops_heavy_stages_run_as_ray_tasks_and_a_rerun_resumes(cluster, tmp_path):
-    """`sim2real loop --budget minimal --ray-address` until the instruction stage: train, validate and instruction
-    each run as a Ray task on a node of the cluster with the budget's request, export in the driver; loop.json and
-    the artifacts are in the run directory, and the same command again has nothing left to do. (The stages after
-    instruction are two real-time ROS sessions and retraining: minutes more than the suite has; retrain runs as
-    these do.)"""
+    """`sim2real loop --budget minimal --ray-address`, first until the instruction stage, then the same command
+    without --until: it resumes at deploy and runs to the end. Train, validate, instruction and retrain each run as
+    a Ray task on a node of the cluster with the budget's request; export, the two ROS sessions and the analysis in
+    the driver. loop.json and the artifacts are in the run directory (tests/test_loop.py runs the loop once more
+    with nothing left to do)."""
     from sim2real.loop.config import BUDGETS
     from sim2real.loop.stages import STAGE_NAMES
     from tests.rlhf_helpers import minimal_run
+    from tests.ros_helpers import ros_env
 
     out = tmp_path / "loop"
     # the instruction stage's pipeline resumes the session's minimal RLHF run (as tests/test_loop.py's does)
     shutil.copytree(Path(minimal_run()["model_dir"]).parent, out / "instruction")
-    command = _sim2real(
-        "loop", "--budget", "minimal", "--until", "instruction", "--ray-address", cluster.address, "--out", out
-    )
-    first = _run(cluster, command)
+    command = _sim2real("loop", "--budget", "minimal", "--ray-address", cluster.address, "--out", out)
+    # the loop's ROS nodes in a DDS domain of their own, on localhost
+    domain = {k: ros_env(own=True)[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
+    first = _run(cluster, [*command, "--until", "instruction"], **domain)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     state = json.loads((out / "loop.json").read_text())
     assert state["finished"] and list(state["stages"]) == STAGE_NAMES[: STAGE_NAMES.index("instruction") + 1]
+
+    second = _run(cluster, command, **domain)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "1/8 train" not in second.stdout and "5/8 deploy" in second.stdout
+    resumed = json.loads((out / "loop.json").read_text())
+    assert resumed["finished"] and list(resumed["stages"]) == STAGE_NAMES
+    assert all(resumed["stages"][name] == record for name, record in state["stages"].items())  # not redone
     requests = BUDGETS["minimal"].resources
-    results = {name: record["result"] for name, record in state["stages"].items()}
+    results = {name: record["result"] for name, record in resumed["stages"].items()}
     for name, result in results.items():
+        assert result["verdict"] in ("pass", "warn", "skipped"), (name, result)
         if name in requests:  # a Ray task on one of the cluster's nodes, with the budget's request
             assert result["ray_task"]["node"] in {node.node_id for node in cluster.nodes}, name
             assert result["ray_task"]["request"] == dataclasses.asdict(requests[name]), name
         else:
             assert "ray_task" not in result, name
-    assert len({r["ray_task"]["task"] for r in results.values() if "ray_task" in r}) == 3
+    assert len({r["ray_task"]["task"] for r in results.values() if "ray_task" in r}) == len(requests) == 4
     assert results["validate"]["verdict"] == "pass", results["validate"]
     data = {name: result["data"] for name, result in results.items()}
     assert (Path(data["train"]["run_dir"]) / "summary.json").is_file()
     assert (Path(data["export"]["artifact"]) / "policy.onnx").is_file()
     assert Path(data["validate"]["summary_file"]).is_file() and Path(data["instruction"]["onnx_dir"]).is_dir()
+    assert data["deploy"]["samples"] > 0 and list((out / "field_logs").rglob("*.mcap"))
     assert (out / "report.html").is_file()
-
-    again = _run(cluster, command)
-    assert again.returncode == 0 and "/8 " not in again.stdout, again.stdout[-3000:] + again.stderr[-3000:]
-    assert json.loads((out / "loop.json").read_text()) == state
 
 
 def test_a_node_killed_during_a_campaign_loses_no_scenario_and_runs_none_twice(cluster, campaign, tmp_path):

@@ -23,8 +23,7 @@ from training.ppo.checkpoint import CheckpointError, latest_checkpoint, load_che
 from training.ppo.config import ConfigError, PPOConfig
 from training.ppo.export_hook import export_run
 from training.ppo.runner import PPORunner, TrainingDiverged, check_resumable
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from training.ray_init import REPO_ROOT
 
 
 def train(cfg: PPOConfig, resume: str | Path | None = None, show_progress: bool = True) -> Path:

@@ -23,6 +23,7 @@ from pathlib import Path
 from training.ppo.config import ConfigError, PPOConfig
 from training.ppo.monitor import ProgressBar, ProgressTail
 from training.ppo.runner import TrainingDiverged
+from training.ray_init import init_ray
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTS = Path("workers") / "starts.jsonl"  # one line per worker group this launch started (rank 0 writes it)
@@ -36,14 +37,7 @@ def run_ray(cfg: PPOConfig, run_dir: Path, resume: Path | None = None, show_prog
 
     run_dir = Path(run_dir).resolve()
     if not ray.is_initialized():
-        # workers import our packages from this checkout even when it is not pip-installed
-        env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-        ray.init(
-            address=cfg.ray_address,
-            log_to_driver=False,
-            runtime_env={"env_vars": env},
-            logging_config=ray.LoggingConfig(log_level="WARNING"),
-        )
+        init_ray(cfg.ray_address)
     cpus = int(ray.cluster_resources().get("CPU", 0))
     if cfg.num_workers > cpus:
         raise ConfigError(f"{cfg.num_workers} workers need {cfg.num_workers} CPUs; the Ray cluster has {cpus}")

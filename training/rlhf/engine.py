@@ -24,6 +24,7 @@ from edge.instruct.plan import plan_format_of, plan_regex
 from edge.instruct.prompt import chat_prompt
 from edge.instruct.slots import slot_count, uses_number_slots
 from training.errors import ConfigError
+from training.ray_init import init_ray
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SYNC_MARKER = "weights-sync.json"  # written beside the synced weights for Ray engines to check (RayVLLMEngines)
@@ -250,13 +251,7 @@ class RayVLLMEngines:
 
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
-            env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-            ray.init(
-                address=address,
-                log_to_driver=False,
-                runtime_env={"env_vars": env},
-                logging_config=ray.LoggingConfig(log_level="WARNING"),
-            )
+            init_ray(address)
         resources = ray.cluster_resources()
         self.device = engine_device(device, resources.get("GPU", 0))
         gpus = 1 if self.device == "cuda" else 0
