@@ -11,15 +11,15 @@ os.environ.setdefault("FASTRTPS_DEFAULT_PROFILES_FILE", str(Path(__file__).with_
 
 # `make test`'s workers take whole files (--dist loadfile) in collection order (--no-loadscope-reorder). The longest
 # go first, so that both workers end together, in an order that never leaves one waiting for the other's build of
-# the minimal RLHF run (test_rlhf_pipeline builds it, about 170 s): the retraining pipeline beside it, then the Ray
+# the minimal RLHF run (test_rlhf_pipeline builds it, about 140 s): the retraining pipeline beside it, then the Ray
 # cluster (whose RL and loop tests need the run). Each file's own wall time beside the other worker, in a cold
 # clean-clone run on 2 cores, is beside it; files not named follow in their own order.
 FILE_ORDER = (
-    "test_rlhf_pipeline.py",  # 170 s, the minimal run's build
-    "test_retrain_pipeline.py",  # 150
-    "test_cluster.py",  # 300
+    "test_rlhf_pipeline.py",  # 145 s, the minimal run's build
+    "test_retrain_pipeline.py",  # 100
+    "test_cluster.py",  # 340
     "test_rlhf_base.py",  # 100
-    "test_loop.py",  # 210
+    "test_loop.py",  # 200
     "test_robot_install.py",  # 55
     "test_campaign_backends.py",  # 35
     "test_quiet_console.py",  # 35
