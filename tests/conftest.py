@@ -49,6 +49,7 @@ def trained_rover():
     EDGE_TEST_CACHE, as the minimal RLHF run is (tests/rlhf_helpers.py)."""
     from filelock import FileLock
 
+    from edge.fileio import atomic_write_bytes
     from tests.rlhf_helpers import ROOT, cache_dir, drop_stale, tree_digest
     from training.ppo.config import PPOConfig
     from training.ppo.launch import train
@@ -61,9 +62,7 @@ def trained_rover():
         drop_stale(root, name)
         if not done.is_file():
             cfg = PPOConfig.for_robot("rover", iterations=60, stop_at_threshold=True, seed=0, run_root=str(root / name))
-            policy = train(cfg, show_progress=False) / "policy"
-            done.with_suffix(".tmp").write_text(str(policy))
-            done.with_suffix(".tmp").replace(done)
+            atomic_write_bytes(done, str(train(cfg, show_progress=False) / "policy").encode())
         return Path(done.read_text())
 
 

@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from filelock import FileLock
@@ -29,23 +30,32 @@ NOT_IN_ARTIFACTS = {"cli.py", "report.py", "pref_page.py", "plot.py"}  # user in
 
 
 def source_digest() -> str:
-    digest = hashlib.sha256()
-    for folder in SOURCES:
-        for path in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".py", ".yaml", ".jsonl")):
-            if path.name not in NOT_IN_ARTIFACTS:
-                digest.update(path.name.encode() + path.read_bytes())
-    for path in RUNNER:
-        digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()[:12]
+    """A hash of what the minimal run's artifacts are made from (the modules named above)."""
+    files = [
+        path
+        for folder in SOURCES
+        for path in sorted(folder.iterdir())
+        if path.is_file() and path.suffix in (".py", ".yaml", ".jsonl") and path.name not in NOT_IN_ARTIFACTS
+    ]
+    return files_digest([*files, *RUNNER])
 
 
 def tree_digest(*folders: Path) -> str:
-    """A hash of every source, config and model file under `folders` (names relative to the repository)."""
+    """A hash of every source, config and model file under `folders`."""
+    suffixes = (".py", ".yaml", ".xml", ".json")
+    return files_digest(
+        path
+        for folder in folders
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.suffix in suffixes and "__pycache__" not in path.parts
+    )
+
+
+def files_digest(files: Iterable[Path]) -> str:
+    """12 hex digits of a hash over each file's path in the repository and its bytes, in the order given."""
     digest = hashlib.sha256()
-    for folder in folders:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and path.suffix in (".py", ".yaml", ".xml", ".json") and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(ROOT)).encode() + path.read_bytes())
+    for path in files:
+        digest.update(str(path.relative_to(ROOT)).encode() + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
