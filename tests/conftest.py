@@ -43,13 +43,17 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def trained_rover():
-    """A rover policy trained to the tracking threshold (about 25 PPO iterations, 40 s on 2 idle cores), exported;
-    shared by the closed-loop tests (the development venv's nodes, and the installed robot venv's). Trained once
-    per source tree for every test process (pytest-xdist's workers and the launch tests' run) behind a file lock in
-    EDGE_TEST_CACHE, as the minimal RLHF run is (tests/rlhf_helpers.py)."""
+    """A rover policy trained on the nominal twin to the tracking threshold (about 25 PPO iterations, 40 s on 2 idle
+    cores), exported and validated by the quick campaign (its verdict in the manifest); shared by the closed-loop
+    tests (the development venv's nodes, and the installed robot venv's) and by the retraining tests as the deployed
+    artifact. Trained once per source tree for every test process (pytest-xdist's workers and the launch tests'
+    run) behind a file lock in EDGE_TEST_CACHE, as the minimal RLHF run is (tests/rlhf_helpers.py). Read-only for
+    its users: a test that changes an artifact copies it first."""
     from filelock import FileLock
 
     from edge.fileio import atomic_write_bytes
+    from sim.campaign.config import load_campaign
+    from sim.campaign.runner import CampaignRequest, run_campaign
     from tests.rlhf_helpers import ROOT, cache_dir, drop_stale, tree_digest
     from training.ppo.config import PPOConfig
     from training.ppo.launch import train
@@ -61,8 +65,12 @@ def trained_rover():
     with FileLock(root / f"{name}.lock"):
         drop_stale(root, name)
         if not done.is_file():
-            cfg = PPOConfig.for_robot("rover", iterations=60, stop_at_threshold=True, seed=0, run_root=str(root / name))
-            atomic_write_bytes(done, str(train(cfg, show_progress=False) / "policy").encode())
+            cfg = PPOConfig.for_robot(
+                "rover", randomization=False, iterations=60, stop_at_threshold=True, seed=0, run_root=str(root / name)
+            )
+            run = train(cfg, show_progress=False)
+            run_campaign(CampaignRequest(run / "policy", load_campaign("quick"), run / "validation"))
+            atomic_write_bytes(done, str(run / "policy").encode())
         return Path(done.read_text())
 
 

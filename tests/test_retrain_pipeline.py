@@ -18,15 +18,11 @@ import yaml
 from edge.fileio import sha256_file
 from edge.manifest import load_manifest
 from edge.validation import require_validated
-from sim.campaign.config import load_campaign
 from sim.campaign.rollout import robot_limits
-from sim.campaign.runner import CampaignRequest, run_campaign
 from sim.robot import load_robot
 from sim2real.cli import main
 from sim2real.retrain import PIPELINE, RetrainRequest, retrain
 from tests.field_logs import write_twin_log
-from training.ppo.config import PPOConfig
-from training.ppo.launch import train
 from training.retrain.drift import field_kpis
 from training.retrain.ingest import read_field_log
 from training.retrain.registry import Registry
@@ -37,17 +33,10 @@ SCRIPT = [(4.0, 0.5, 0.0, 0.0), (4.0, 0.0, 0.0, 0.8), (4.0, 0.3, 0.0, -0.5), (3.
 
 
 @pytest.fixture(scope="module")
-def deployed(tmp_path_factory):
-    """A rover policy trained on the nominal twin until the tracking threshold, validated by the quick campaign."""
-    root = tmp_path_factory.mktemp("deployed")
-    run = train(
-        PPOConfig.for_robot(
-            "rover", randomization=False, stop_at_threshold=True, iterations=60, seed=0, run_root=str(root)
-        ),
-        show_progress=False,
-    )
-    run_campaign(CampaignRequest(run / "policy", load_campaign("quick"), root / "validation"))
-    return run / "policy"
+def deployed(trained_rover):
+    """The deployed artifact: the session's rover policy, trained on the nominal twin until the tracking threshold
+    and validated by the quick campaign (tests/conftest.py)."""
+    return trained_rover
 
 
 @pytest.fixture(scope="module")
