@@ -1,5 +1,6 @@
 """policy_node over real DDS, in its own process: watchdog, diagnostics, lifecycle, robot footprint."""
 
+import itertools
 import subprocess
 import sys
 import time
@@ -108,10 +109,13 @@ def test_stale_joint_states_hold_the_safe_pose_and_recover(rover_artifact):
             2,
         )
         stopped = rover.last_sent["joint_states"]
-        first_safe = next(t for t, c in rover.commands if t > stopped and is_safe(c))
         # how soon is benchmarks/ros_loop_latency's watchdog figure (a loaded CPU delays any timer); here: it holds
         spin_until(ex, lambda: False, 10 * PERIOD)
-        assert all(is_safe(c) for t, c in rover.commands if t >= first_safe), "left the safe pose while stale"
+        # from its second safe command on: on a starved CPU the node's timer can find the input stale while the last
+        # message sent is still queued, and that message, taken right after, is fresh for one more tick
+        after = [(t, c) for t, c in rover.commands if t > stopped]
+        held = next(t for (_, a), (t, b) in itertools.pairwise(after) if is_safe(a) and is_safe(b))
+        assert all(is_safe(c) for t, c in after if t >= held), "left the safe pose while stale"
         assert spin_until(
             ex,
             lambda: any(
