@@ -132,10 +132,13 @@ def test_sigkill_loses_only_the_open_chunk(tmp_path):
         flushed = _sequence_numbers(partial)
         assert len(flushed) > 500, f"{len(flushed)} messages readable after SIGKILL"
         assert flushed == sorted(flushed)
-        with node_process("ros_nodes.field_recorder", *args) as rec:
-            assert rec.wait_for_output("recovered", timeout=30), rec.output
+        with node_process("ros_nodes.field_recorder", *args) as restarted:
+            assert restarted.wait_for_output("recovered", timeout=30), restarted.output
+            # recording again before it is stopped: its own segment is finalised at SIGINT, not left for recovery
+            assert restarted.wait_for_output("recording /instruction", timeout=30), restarted.output
     recovered = [p for p in out.iterdir() if p.name.endswith("-recovered")]
-    assert len(recovered) == 1 and not any((out / ".partial").iterdir())
+    left = sorted(p.name for p in (out / ".partial").iterdir())
+    assert len(recovered) == 1 and not left, (left, restarted.returncode, restarted.output[-2000:])
     files = log_files(out)
     assert next(recovered[0].glob("*.mcap")) in files  # ingest reads the recovered segment
     assert _sequence_numbers(next(recovered[0].glob("*.mcap"))) == flushed  # every flushed message, once
