@@ -15,17 +15,16 @@ os.environ.setdefault("FASTRTPS_DEFAULT_PROFILES_FILE", str(Path(__file__).with_
 # cluster (whose RL and loop tests need the run). Each file's own wall time beside the other worker, in a cold
 # clean-clone run on 2 cores, is beside it; files not named follow in their own order.
 FILE_ORDER = (
-    "test_rlhf_pipeline.py",  # 145 s, the minimal run's build
-    "test_retrain_pipeline.py",  # 100
-    "test_cluster.py",  # 340
-    "test_rlhf_base.py",  # 100
-    "test_loop.py",  # 200
-    "test_robot_install.py",  # 55
-    "test_campaign_backends.py",  # 35
-    "test_quiet_console.py",  # 35
+    "test_rlhf_pipeline.py",  # 155 s, the minimal run's build
+    "test_retrain_pipeline.py",  # 115, trains the shared rover policy (trained_rover) beside the build
+    "test_cluster.py",  # 325
+    "test_rlhf_base.py",  # 105
+    "test_loop.py",  # 180
+    "test_robot_install.py",  # 40
+    "test_campaign_backends.py",  # 45
+    "test_quiet_console.py",  # 40
     "test_safe_modes.py",  # 35
-    "test_rlhf_execution.py",  # trains the shared rover policy, about 40 s
-    "test_field_recorder.py",  # 25
+    "test_field_recorder.py",  # 30
     "test_rlhf_reward.py",  # 25
     "test_rlhf_gate.py",  # 25
     "test_fuzz_parsers.py",  # 15
