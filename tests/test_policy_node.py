@@ -114,7 +114,8 @@ def test_stale_joint_states_hold_the_safe_pose_and_recover(rover_artifact):
         # from its second safe command on: on a starved CPU the node's timer can find the input stale while the last
         # message sent is still queued, and that message, taken right after, is fresh for one more tick
         after = [(t, c) for t, c in rover.commands if t > stopped]
-        held = next(t for (_, a), (t, b) in itertools.pairwise(after) if is_safe(a) and is_safe(b))
+        held = next((t for (_, a), (t, b) in itertools.pairwise(after) if is_safe(a) and is_safe(b)), None)
+        assert held is not None, "never two safe commands in a row while stale"
         assert all(is_safe(c) for t, c in after if t >= held), "left the safe pose while stale"
         assert spin_until(
             ex,
