@@ -25,7 +25,6 @@ from training.ppo.monitor import ProgressBar, ProgressTail
 from training.ppo.runner import TrainingDiverged
 from training.ray_init import init_ray
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTS = Path("workers") / "starts.jsonl"  # one line per worker group this launch started (rank 0 writes it)
 
 

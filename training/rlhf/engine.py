@@ -26,7 +26,6 @@ from edge.instruct.slots import slot_count, uses_number_slots
 from training.errors import ConfigError
 from training.ray_init import init_ray
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SYNC_MARKER = "weights-sync.json"  # written beside the synced weights for Ray engines to check (RayVLLMEngines)
 
 
