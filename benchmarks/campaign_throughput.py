@@ -90,7 +90,7 @@ def naive_rate(spec: RobotSpec, cfg, onnx_bytes: bytes, scenarios: list[Scenario
             obs = task.observe(state, commands[None, t], action, 0.0, None)
             action = session.run(["actions"], {"obs": obs})[0]
             target = default + spec.action_scale * np.clip(action[0], -10, 10)
-            for _ in range(spec.decimation):
+            for _ in range(spec.physics_steps):
                 tau = spec.joint_kp * (target - data.qpos[jq]) - spec.joint_kd * data.qvel[jv]
                 data.ctrl[:] = np.clip(tau, -np.asarray(spec.torque_limit), spec.torque_limit) * strength
                 mujoco.mj_step(model, data)

@@ -48,7 +48,7 @@ class GymnasiumTwin(MujocoEnv):
         # without the foot terms (this anchor senses no feet): it does less per step than the twin, not more
         self.task = VelocityTrackingTask(spec, load_task(spec).without_foot_terms())
         obs_space = gym.spaces.Box(-np.inf, np.inf, (self.task.obs_dim,), np.float32)
-        super().__init__(xml_path, spec.decimation, observation_space=obs_space, width=64, height=64)
+        super().__init__(xml_path, spec.physics_steps, observation_space=obs_space, width=64, height=64)
         n = spec.num_actions
         set_pd_gains(self.model, spec, spec.joint_kp, spec.joint_kd, np.ones(n))
         self.action_space = gym.spaces.Box(-10, 10, (n,), np.float32)
@@ -118,7 +118,7 @@ def physics_ceiling(twin: BatchedTwin, seconds: float) -> float:
     datas = [backend.mjdata(i) for i in range(twin.num_envs)]
     for i, d in enumerate(datas):
         d.ctrl[:] = twin._target_history[0][i]
-    dec, steps, start = twin.spec.decimation, 0, time.perf_counter()
+    dec, steps, start = twin.spec.physics_steps, 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         for model, data in zip(backend.models, datas, strict=True):
             mujoco.mj_step(model, data, nstep=dec)
@@ -139,7 +139,7 @@ def batch_rate(twin: BatchedTwin, threads: int, seconds: float) -> float:
         data = backend.mjdata(i)
         qpos[i], qvel[i] = data.qpos, data.qvel
     batch.bind("ctrl")[:] = twin._target_history[0]
-    return rate(lambda: batch.step(nstep=twin.spec.decimation), n, seconds)
+    return rate(lambda: batch.step(nstep=twin.spec.physics_steps), n, seconds)
 
 
 def gymnasium_rate(spec: RobotSpec, num_envs: int, seconds: float) -> float:
@@ -188,7 +188,7 @@ def twin_rates(spec: RobotSpec, env_counts: tuple[int, ...], seconds: float, thr
         twin_samples, ceiling_samples, batch_samples = [], [], []
         for _ in range(3):
             twin_samples.append(rate(lambda: twin.step(zeros), n, seconds / 3))  # noqa: B023
-            ceiling_samples.append(physics_ceiling(twin, seconds / 3) * threads / spec.decimation)
+            ceiling_samples.append(physics_ceiling(twin, seconds / 3) * threads / spec.physics_steps)
             batch_samples.append(batch_rate(twin, threads, seconds / 3))
         results[n] = tuple(float(np.median(x)) for x in (twin_samples, ceiling_samples, batch_samples))
         twin.close()

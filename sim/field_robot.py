@@ -74,7 +74,7 @@ class FieldRobot:
 
     def __init__(self, twin, config: FieldRobotConfig):
         self.twin, self.effects = twin, config.effects
-        self.params: PhysicsParams = fixed_params(config.hidden, twin.spec.sim_dt)
+        self.params: PhysicsParams = fixed_params(config.hidden, twin.spec.physics_dt)
         twin.set_params(self.params)
         # a robot runs until stopped, not in episodes: the twin's time limit would reset it, and with it the hidden
         # parameters to the nominal twin's (after a fall, the caller sets them again)

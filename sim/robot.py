@@ -90,6 +90,12 @@ class PhysicsOptions:
     iterations: int | None = setting(None, "the solver's iteration limit; none: the MJCF's", ge=1)
     cone: str | None = setting(None, "friction cone; none: the MJCF's", choices=tuple(CONES))
     integrator: str | None = setting(None, "integrator; none: the MJCF's", choices=tuple(INTEGRATORS))
+    substeps: int | None = setting(
+        None,
+        "physics steps per policy step: the timestep becomes the policy period / substeps (the policy period stays "
+        "sim_dt x decimation); none: decimation, at sim_dt",
+        ge=1,
+    )
 
     def apply(self, mj: mujoco.MjSpec, base_body: str, feet: tuple[str, ...]) -> None:
         """Set these options on the robot's MjSpec; collisions off for the robot's geoms the contacts leave out."""
@@ -167,8 +173,8 @@ class RobotConfig:
     physics: PhysicsOptions = dataclasses.field(
         default_factory=PhysicsOptions,
         metadata={
-            "help": "cheaper training physics (contacts, solver, iterations, cone, integrator; each unset keeps the "
-            "MJCF's); campaigns validate on the MJCF's own"
+            "help": "cheaper training physics (contacts, solver, iterations, cone, integrator, substeps; each unset "
+            "keeps the MJCF's or the YAML's); campaigns validate on the MJCF's own"
         },
     )
 
@@ -204,8 +210,19 @@ class RobotSpec:
     physics: PhysicsOptions
 
     def with_mjcf_physics(self) -> RobotSpec:
-        """This robot on its MJCF's own physics (every contact, the MJCF's solver settings): what campaigns judge."""
+        """This robot on its MJCF's own physics (every contact, the MJCF's solver settings, sim_dt x decimation):
+        what campaigns judge."""
         return dataclasses.replace(self, physics=PhysicsOptions())
+
+    @property
+    def physics_steps(self) -> int:
+        """Physics steps per policy step in the twin: the physics section's substeps, else decimation."""
+        return self.physics.substeps or self.decimation
+
+    @property
+    def physics_dt(self) -> float:
+        """The twin's physics timestep (s): sim_dt, or the policy period / substeps under the physics section."""
+        return self.control_dt / self.physics_steps if self.physics.substeps else self.sim_dt
 
     @property
     def num_actions(self) -> int:
@@ -323,7 +340,7 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
         mj.delete(act)
     if not has_floor(mj):
         add_floor(mj)
-    mj.option.timestep = spec.sim_dt
+    mj.option.timestep = spec.physics_dt
     spec.physics.apply(mj, spec.base_body, spec.feet)
     for name, limit in zip(spec.joints, spec.torque_limit, strict=True):
         act = mj.add_actuator()

@@ -83,8 +83,8 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.max_episode_steps = int(round(self.task.cfg.episode_length_s / spec.control_dt))
         r = self.randomization
         self.push_steps = int(round(r.push_interval_s / spec.control_dt)) if r.enabled and r.push_interval_s > 0 else 0
-        max_latency = int(math.ceil(r.latency_s[1] / spec.sim_dt)) if r.enabled else 0
-        self._history_len = max_latency // spec.decimation + 2
+        max_latency = int(math.ceil(r.latency_s[1] / spec.physics_dt)) if r.enabled else 0
+        self._history_len = max_latency // spec.physics_steps + 2
 
         self.rng = np.random.default_rng(seed)
         self.params = PhysicsParams.nominal(num_envs)
@@ -217,7 +217,7 @@ class BatchedTwin(gym.vector.VectorEnv):
     def set_params(self, params: PhysicsParams, env_ids: np.ndarray | None = None) -> None:
         """Fix physical parameters (e.g. a field twin's hidden offsets) until the next reset of those envs."""
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
-        needed = int(params.latency_steps.max()) // self.spec.decimation + 2
+        needed = int(params.latency_steps.max()) // self.spec.physics_steps + 2
         if needed > self._history_len:  # keep enough past targets for the longest delay
             extra = np.repeat(self._target_history[-1:], needed - self._history_len, axis=0)
             self._target_history = np.concatenate([self._target_history, extra])
@@ -326,7 +326,7 @@ class BatchedTwin(gym.vector.VectorEnv):
 
     def _substep_targets(self) -> np.ndarray:
         """Physics step k of this env-step applies the target issued `latency` physics steps earlier."""
-        dec = self.spec.decimation
+        dec = self.spec.physics_steps
         k = np.arange(dec)[None, :] - self.params.latency_steps[:, None]  # (n, dec), may be negative
         back = np.minimum(-(k // dec), self._history_len - 1)
         return self._target_history[back, np.arange(self.num_envs)[:, None]]
@@ -338,7 +338,7 @@ class BatchedTwin(gym.vector.VectorEnv):
 
     def _reset_envs(self, ids: np.ndarray) -> None:
         spec, k = self.spec, len(ids)
-        params = sample_params(self.randomization, k, spec.sim_dt, self.rng)
+        params = sample_params(self.randomization, k, spec.physics_dt, self.rng)
         self.params.assign(ids, params)
         self.backend.set_params(ids, params)
         self.backend.reset(ids)

@@ -23,7 +23,7 @@ from sim.tasks import load_task
 from training.export import export_policy
 from training.torch_runtime import TorchPolicy
 
-ROBOTS = {"rover": (16, 2), "quadruped": (48, 12)}
+ROBOTS = {"rover": (16, 2), "quadruped": (50, 12)}  # the quadruped observes the gait clock
 
 
 @pytest.fixture(scope="module")
@@ -117,11 +117,11 @@ def test_torch_reference_loads_a_checkpoint_with_weights_only(exported, tmp_path
 
 def test_act_applies_the_safety_filter(exported):
     policy = OnnxRuntimePolicy(exported["quadruped"][2])
-    obs = np.zeros(48, np.float32)
+    obs = np.zeros(50, np.float32)
     obs[5] = np.nan
     np.testing.assert_array_equal(policy.act(obs), np.zeros(12))
     assert policy.safety.fault and policy.safety.fault_count == 1
-    huge = np.full((4, 48), 50.0, np.float32)
+    huge = np.full((4, 50), 50.0, np.float32)
     actions = policy.act(huge)
     low, high = policy.manifest.action_vector("low"), policy.manifest.action_vector("high")
     assert np.all(actions <= high) and np.all(actions >= low) and np.any(actions == high)
@@ -130,7 +130,7 @@ def test_act_applies_the_safety_filter(exported):
 def test_verdict_is_recorded_without_touching_the_policy(artifact_copy):
     record_verdict(artifact_copy, {"passed": True, "campaign": "flat-ground", "episodes": 64})
     assert load_manifest(artifact_copy).campaign_verdict == {"passed": True, "campaign": "flat-ground", "episodes": 64}
-    assert OnnxRuntimePolicy(artifact_copy).act(np.zeros(48)).shape == (12,)
+    assert OnnxRuntimePolicy(artifact_copy).act(np.zeros(50)).shape == (12,)
 
 
 def test_tampered_byte_is_refused(artifact_copy):
@@ -157,7 +157,7 @@ def test_truncated_onnx_is_refused(artifact_copy):
 def test_onnx_of_another_shape_is_refused(exported, artifact_copy):
     shutil.copy(exported["rover"][2] / ONNX_FILE, artifact_copy / ONNX_FILE)
     _edit_manifest(artifact_copy, lambda m: m["policy"].update(sha256=sha256_file(artifact_copy / ONNX_FILE)))
-    with pytest.raises(ArtifactError, match=r"expects 'obs' \[batch, 48\]"):
+    with pytest.raises(ArtifactError, match=r"expects 'obs' \[batch, 50\]"):
         OnnxRuntimePolicy(artifact_copy)
 
 
@@ -198,8 +198,8 @@ def test_other_schema_version_and_missing_manifest_are_refused(artifact_copy):
 
 def test_wrong_observation_size_is_one_clear_error(exported):
     policy = OnnxRuntimePolicy(exported["quadruped"][2])
-    for bad in (np.zeros(47), np.zeros((2, 49)), np.zeros((2, 3, 48)), np.zeros((0, 48))):
-        with pytest.raises(ObservationError, match=r"shape \(48,\) or \(batch, 48\)"):
+    for bad in (np.zeros(49), np.zeros((2, 51)), np.zeros((2, 3, 50)), np.zeros((0, 50))):
+        with pytest.raises(ObservationError, match=r"shape \(50,\) or \(batch, 50\)"):
             policy.act(bad)
 
 

@@ -26,7 +26,7 @@ def test_engine_is_built_cached_and_matches_onnxruntime(artifact):
     engine = policy.engine_file
     assert engine.is_file() and policy.manifest.policy["sha256"][:16] in engine.name
     built_at = engine.stat().st_mtime_ns
-    obs = np.random.default_rng(0).normal(size=(256, 48)).astype(np.float32)
+    obs = np.random.default_rng(0).normal(size=(256, policy.manifest.obs_dim)).astype(np.float32)
     reference = OnnxRuntimePolicy(artifact).infer(obs)
     assert np.max(np.abs(policy.infer(obs) - reference)) < 2e-2  # FP16 engine
     assert np.max(np.abs(np.stack([policy.infer(o) for o in obs[:8]]) - reference[:8])) < 2e-2

@@ -18,6 +18,7 @@ from sim.kpis import GAIT_KPIS, RobotLimits, Trajectory, episode_kpis
 from sim.randomization import RandomizationConfig
 from sim.robot import load_robot
 from sim.tasks import RewardTerm, load_task
+from sim.tasks.loader import TASK_CONFIG_DIRS
 from sim.tasks.terms import REWARDS, FootTracker, TermContext
 from sim.twin import BatchedTwin
 
@@ -156,7 +157,7 @@ def test_robots_and_backends_without_feet_are_refused_with_one_line():
     with_feet = dataclasses.replace(task, rewards={**task.rewards, "feet_slip": RewardTerm(REWARDS["feet_slip"], -0.1)})
     with pytest.raises(SimError, match=r"rewards feet_slip need feet, and robot 'rover' names none"):
         BatchedTwin(rover, num_envs=1, task=with_feet)
-    with pytest.raises(SimError, match=r"the newton backend senses no feet.*feet_air_time, feet_slip"):
+    with pytest.raises(SimError, match=r"the newton backend senses no feet.*gait_phase_contact, feet_slip"):
         BatchedTwin(QUAD, num_envs=1, backend="newton")  # refused before Newton is imported
     assert not load_task(QUAD).without_foot_terms().foot_terms
     assert BatchedTwin(rover, num_envs=1).feet is None  # no feet: nothing tracked
@@ -197,7 +198,7 @@ def test_campaign_scores_the_gait_and_reports_the_footfalls(tmp_path):
 
 
 def test_a_snapshot_carries_the_foot_state():
-    twin = BatchedTwin(QUAD, num_envs=2, seed=3)
+    twin = BatchedTwin(QUAD, num_envs=2, seed=3, task=TASK_CONFIG_DIRS[0] / "velocity_quadruped_air_time.yaml")
     twin.reset()
     rng = np.random.default_rng(0)
     for _ in range(20):

@@ -3,6 +3,7 @@
 MJCF, the swing/stance reward on hand-made foot patterns, and the robots the clock refuses."""
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from sim.tasks.loader import TASK_CONFIG_DIRS
 from sim.tasks.terms import REWARDS, FootTracker, TermContext
 from sim.twin import BatchedTwin
 
-CLOCK_TASK = TASK_CONFIG_DIRS[0] / "velocity_quadruped_clock.yaml"
+AIR_TIME_TASK = TASK_CONFIG_DIRS[0] / "velocity_quadruped_air_time.yaml"  # the option without the clock
 QUAD = load_robot("quadruped")
 DT = QUAD.control_dt
 PERIOD_STEPS = 25  # 2 Hz at 50 Hz
@@ -30,7 +31,7 @@ REST = 0.022  # a foot sphere's centre, resting on the floor
 
 
 def clock_twin(commands) -> BatchedTwin:
-    twin = BatchedTwin(QUAD, num_envs=len(commands), task=CLOCK_TASK, randomization=RandomizationConfig(enabled=False))
+    twin = BatchedTwin(QUAD, num_envs=len(commands), randomization=RandomizationConfig(enabled=False))
     twin.hold_commands().reset(seed=0)
     twin.set_commands(np.array(commands, dtype=float))
     return twin
@@ -46,12 +47,14 @@ def phase_columns(twin: BatchedTwin) -> slice:
     raise AssertionError("the task does not observe gait_phase")
 
 
-def test_the_clock_task_observes_gait_phase_and_turns_the_clock_reward_on_in_place_of_air_time():
-    task = load_task(QUAD, CLOCK_TASK)
+def test_the_quadrupeds_task_observes_gait_phase_and_rewards_the_clock_in_place_of_air_time():
+    task = load_task(QUAD)
     assert list(task.observations)[-1] == "gait_phase" and len(task.obs_terms(12)) == 8
     assert task.rewards["gait_phase_contact"].weight == 2.0 and "feet_air_time" not in task.rewards
     assert "gait_phase_contact" in task.foot_terms
-    assert "gait_phase_contact" not in load_task(QUAD).rewards  # off unless a task YAML weights it
+    air_time = load_task(QUAD, AIR_TIME_TASK)  # the option: legged_gym's air-time terms, no clock
+    assert "gait_phase" not in air_time.observations and "gait_phase_contact" not in air_time.rewards
+    assert air_time.rewards["feet_air_time"].weight == 2.0
 
 
 def test_the_twins_gait_phase_turns_at_2_hz_and_is_zero_at_a_zero_command():
@@ -78,7 +81,7 @@ def test_ppo_trains_on_the_clock_task_with_the_mirror(tmp_path):
 
     cfg = PPOConfig.for_robot(
         "quadruped", num_envs=16, num_steps_per_env=8, iterations=1, eval_every=0, run_root=str(tmp_path),
-        export=False, symmetry_augmentation=True, task=str(CLOCK_TASK),
+        export=False, symmetry_augmentation=True,
     )  # fmt: skip
     runner = PPORunner(cfg, tmp_path / "run")
     try:
@@ -109,21 +112,23 @@ def twist(vx: float) -> Twist:
     return msg
 
 
-@pytest.fixture(scope="module")
-def clock_artifact(tmp_path_factory):
-    """A randomly initialised quadruped policy exported with the clock task's observation layout."""
+def random_artifact(task: Path | None, out: Path) -> Path:
+    """A randomly initialised quadruped policy exported with `task`'s observation layout (None: its own task's)."""
     from benchmarks.edge_policies import HIDDEN, random_actor
     from edge.manifest import ActionLimits
     from sim.robot import joint_target_limits
     from training.export import export_policy
 
-    terms = load_task(QUAD, CLOCK_TASK).obs_terms(QUAD.num_actions)
-    out = tmp_path_factory.mktemp("artifact") / "policy"
+    terms = load_task(QUAD, task).obs_terms(QUAD.num_actions)
     actor = random_actor(sum(t.size for t in terms), QUAD.num_actions, HIDDEN["quadruped"])
-    export_policy(
-        actor, QUAD.to_dict(), terms, out, run_id="random-clock", limits=ActionLimits(joint_target_limits(QUAD), 10.0)
-    )
+    limits = ActionLimits(joint_target_limits(QUAD), 10.0)
+    export_policy(actor, QUAD.to_dict(), terms, out, run_id="random", limits=limits)
     return out
+
+
+@pytest.fixture(scope="module")
+def clock_artifact(tmp_path_factory):
+    return random_artifact(None, tmp_path_factory.mktemp("artifact") / "policy")
 
 
 def test_policy_node_feeds_a_clocked_policy_the_twins_clock_step_for_step(clock_artifact):
@@ -204,10 +209,12 @@ def test_feet_that_follow_the_clock_earn_more_than_feet_that_do_not():
 
 
 def test_a_robot_without_four_feet_in_diagonal_pairs_is_refused_in_one_line(tmp_path):
+    clock_task = tmp_path / "clock.yaml"  # a task that weights the clock's reward whatever the robot
+    clock_task.write_text("rewards:\n  gait_phase_contact: {weight: 2.0}\n")
     two = dataclasses.replace(QUAD, feet=("FR_foot", "FL_foot"))
     with pytest.raises(SimError) as e:
-        load_task(two, CLOCK_TASK)
-    assert str(e.value).startswith(f"{CLOCK_TASK}: rewards.gait_phase_contact: robot 'quadruped': the gait clock ")
+        load_task(two, clock_task)
+    assert str(e.value).startswith(f"{clock_task}: rewards.gait_phase_contact: robot 'quadruped': the gait clock ")
     assert "its YAML lists 2 feet (FR_foot, FL_foot)" in str(e.value) and "\n" not in str(e.value)
     # four feet, one behind the other on the centre line: no left and right, no diagonals
     legs = "".join(
@@ -227,23 +234,21 @@ def test_a_robot_without_four_feet_in_diagonal_pairs_is_refused_in_one_line(tmp_
     caterpillar = load_robot(tmp_path / "caterpillar.yaml")
     with pytest.raises(SimError, match=r"^\S+: rewards.gait_phase_contact: robot 'caterpillar': .*front feet foot\d "
                        r"and foot\d are not side by side in y$"):  # fmt: skip
-        load_task(caterpillar, CLOCK_TASK)
+        load_task(caterpillar, clock_task)
     rover = load_robot("rover")  # no feet at all: the foot terms' refusal comes first
-    cfg = load_task(QUAD, CLOCK_TASK)
-    with pytest.raises(SimError, match=r"gait_phase_contact need feet, and robot 'rover' names none"):
+    cfg = load_task(QUAD)
+    with pytest.raises(SimError, match=r"gait_phase_contact, feet_slip need feet, and robot 'rover' names none"):
         check_task(dataclasses.replace(load_task(rover), rewards=cfg.rewards), rover, "task")
-    assert load_task(two) and load_task(caterpillar)  # without the clock's reward both load
+    for robot in (two, caterpillar):  # their default task gives them the air-time term instead
+        assert "feet_air_time" in load_task(robot).rewards and "gait_phase" not in load_task(robot).observations
 
 
-def test_a_campaign_judges_a_clocked_policy_with_its_own_observation_layout(clock_artifact, tmp_path):
-    """The robot's own task observes no clock; the campaign's twin observes what the artifact observes."""
-    import shutil
-
+def test_a_campaign_judges_a_policy_without_the_clock_with_its_own_observation_layout(tmp_path):
+    """The robot's own task observes the clock; the campaign's twin observes what the artifact observes."""
     from sim.campaign.config import campaign_from_dict
     from sim.campaign.runner import CampaignRequest, run_campaign
 
-    artifact = tmp_path / "policy"
-    shutil.copytree(clock_artifact, artifact)
+    artifact = random_artifact(AIR_TIME_TASK, tmp_path / "policy")
     campaign = campaign_from_dict(
         {
             "name": "clock",
@@ -257,6 +262,6 @@ def test_a_campaign_judges_a_clocked_policy_with_its_own_observation_layout(cloc
         },
         "clock.yaml",
     )
-    assert "gait_phase" not in load_task(QUAD).observations
+    assert "gait_phase" in load_task(QUAD).observations
     outcome = run_campaign(CampaignRequest(artifact, campaign, tmp_path / "out", promote_verdict=False))
     assert outcome.summary["episodes"] == 1 and outcome.env_steps > 0

@@ -290,3 +290,26 @@ def test_a_legged_robot_is_proposed_the_fast_physics_and_told_so(tmp_path):
     }
     assert any(line.startswith("check: physics: the fast set") for line in draft.notes)
     assert load_robot(out).physics.solver == "pgs"
+
+
+def test_a_legged_robot_with_a_short_timestep_trains_at_4_ms_and_campaigns_step_its_own(tmp_path):
+    """Under 4 ms the fast set also proposes 4 ms substeps: the twin steps 5 of them per 20 ms policy step, and the
+    MJCF's own physics (what campaigns judge) steps the YAML's 2 ms 10 times, over the same policy period."""
+    xml = write_dog(tmp_path)
+    xml.write_text(xml.read_text().replace('timestep="0.004"', 'timestep="0.002"'))
+    out, draft = init_robot(xml)
+    raw = yaml.safe_load(out.read_text())
+    assert (raw["sim_dt"], raw["decimation"], raw["physics"]["substeps"]) == (0.002, 10, 5)
+    assert any("4 ms steps" in line for line in draft.notes if line.startswith("check: physics"))
+    fast = load_robot(out)
+    own = fast.with_mjcf_physics()
+    assert (fast.physics_dt, fast.physics_steps) == (pytest.approx(0.004), 5)
+    assert (own.physics_dt, own.physics_steps) == (0.002, 10)
+    assert fast.control_dt == own.control_dt == pytest.approx(0.02)
+    for spec, dt in ((fast, 0.004), (own, 0.002)):
+        twin = BatchedTwin(spec, num_envs=2, seed=0, randomization=RandomizationConfig(enabled=False))
+        assert twin.backend.base_model.opt.timestep == pytest.approx(dt)
+        twin.reset()
+        start = twin.backend._state[:, 0].copy()  # MuJoCo's full physics state begins with its time
+        twin.step(np.zeros((2, spec.num_actions)))
+        assert twin.backend._state[:, 0] - start == pytest.approx(spec.control_dt)

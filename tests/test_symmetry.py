@@ -18,6 +18,8 @@ from training.ppo.runner import PPORunner
 from training.ppo.symmetry import mirror_augmentation
 from training.vec_env import OBS_GROUP
 
+AIR_TIME_TASK = TASK_CONFIG_DIRS[0] / "velocity_quadruped_air_time.yaml"  # the quadruped's task without the clock
+
 
 def test_the_quadrupeds_mirror_pairs_its_legs_and_flips_the_hips():
     spec = load_robot("quadruped")
@@ -44,9 +46,13 @@ def _mirrored_state(state: dict, mirror: JointMirror) -> dict:
 
 
 def test_a_mirrored_motion_of_the_twin_observes_as_the_mirrored_observation():
+    """Both envs at one clock time, so on the air-time task: the clock's mirror (half a period later) is the next
+    test's."""
     spec = load_robot("quadruped")
     mirror = JointMirror.of(spec)
-    twin = BatchedTwin(spec, num_envs=2, randomization=RandomizationConfig(enabled=False), seed=3).hold_commands()
+    twin = BatchedTwin(
+        spec, num_envs=2, task=AIR_TIME_TASK, randomization=RandomizationConfig(enabled=False), seed=3
+    ).hold_commands()
     twin.reset()
     obs_mirror = observation_mirror(mirror, list(twin.task.cfg.observations))
     rng = np.random.default_rng(0)
@@ -73,8 +79,7 @@ def test_the_mirror_of_the_gait_clock_is_half_a_period_later():
     half a period, observed (real MuJoCo states) and rewarded (hand-made foot states) alike."""
     spec = load_robot("quadruped")
     mirror = JointMirror.of(spec)
-    clock_task = TASK_CONFIG_DIRS[0] / "velocity_quadruped_clock.yaml"
-    twin = BatchedTwin(spec, num_envs=2, task=clock_task, randomization=RandomizationConfig(enabled=False), seed=3)
+    twin = BatchedTwin(spec, num_envs=2, randomization=RandomizationConfig(enabled=False), seed=3)  # its task clocks
     twin.hold_commands().reset()
     terms = list(twin.task.cfg.observations)
     obs_mirror = observation_mirror(mirror, terms)

@@ -32,8 +32,8 @@ def write(tmp_path, text: str):
     return path
 
 
-# The effective reward terms (weight, params) of each robot's task, pinned from before the task YAMLs stopped
-# restating default_task's weights: the YAMLs now say only what differs, and what the robots learn is unchanged.
+# The effective reward terms (weight, params) of each robot's task, pinned: the task YAMLs say only what differs
+# from default_task, and a change to what a robot learns shows here.
 LEGGED_GYM = {
     "tracking_lin_vel": (1.0, {"sigma": 0.25}),
     "tracking_ang_vel": (0.5, {"sigma": 0.25}),
@@ -47,7 +47,7 @@ LEGGED_GYM = {
 }
 EFFECTIVE_REWARDS = {
     "rover": LEGGED_GYM,
-    "quadruped": {**LEGGED_GYM, "feet_air_time": (2.0, {"threshold": 0.25}), "feet_slip": (-0.1, {})},
+    "quadruped": {**LEGGED_GYM, "gait_phase_contact": (2.0, {}), "feet_slip": (-0.1, {})},
 }
 
 
@@ -144,7 +144,7 @@ def test_task_show_prints_each_robots_effective_terms_marked_default_or_overridd
     quad, rover = task_show("--robot", "quadruped"), task_show("--robot", "rover")
     assert quad.returncode == rover.returncode == 0, quad.stderr + rover.stderr
     q, r = rows(quad.stdout), rows(rover.stdout)
-    assert q["feet_air_time"] == ["2", "threshold=0.25", "default"] and "feet_air_time" not in r
+    assert q["gait_phase_contact"] == ["2", "-", "default"] and "gait_phase_contact" not in r
     assert q["torques"] == r["torques"] == ["-1e-05", "-", "default"]
     assert q["base_too_low"] == ["min_base_height=0.18", "overridden"] and q["tilted"][-1] == "default"
     assert r["tilted"] == ["max_tilt_rad=0.8", "overridden"]
@@ -175,10 +175,14 @@ def test_task_show_refuses_an_unknown_robot_in_one_line():
 
 
 def test_the_default_task_of_a_robot_with_feet_has_the_gait_terms(quadruped):
-    # what a robot brought by `sim2real robot init` learns without a task YAML of its own
+    # what a robot brought by `sim2real robot init` learns without a task YAML of its own: four feet in two diagonal
+    # pairs trot on the gait clock, other feet get the air-time term
     legged, wheeled = default_task(quadruped), default_task(load_robot("rover"))
-    assert legged.foot_terms == ["feet_air_time", "feet_slip"] and wheeled.foot_terms == []
+    assert legged.foot_terms == ["gait_phase_contact", "feet_slip"] and wheeled.foot_terms == []
+    assert list(legged.observations)[-1] == "gait_phase" and "gait_phase" not in wheeled.observations
     assert legged.without_foot_terms().rewards == wheeled.rewards
+    two_feet = default_task(dataclasses.replace(quadruped, feet=quadruped.feet[:2]))
+    assert two_feet.foot_terms == ["feet_air_time", "feet_slip"] and "gait_phase" not in two_feet.observations
 
 
 def test_robot_does_not_import_the_tasks():

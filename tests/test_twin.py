@@ -102,11 +102,13 @@ PINNED = {
 
 
 def test_rewards_observations_and_commands_match_the_pinned_values(robot):
-    # pinned with legged_gym's rewards (default_task without its gait terms and reward clip), which the quadruped's
-    # task YAML held before it had them
+    # pinned with legged_gym's rewards and observations (default_task without its gait terms, gait clock and reward
+    # clip), which the quadruped's task YAML held before it had them
     spec = load_robot(robot)
     rewards = default_task(spec).without_foot_terms().rewards
-    task = dataclasses.replace(load_task(spec), rewards=rewards, only_positive_rewards=False)
+    task = load_task(spec)
+    observations = {name: term for name, term in task.observations.items() if name != "gait_phase"}
+    task = dataclasses.replace(task, rewards=rewards, observations=observations, only_positive_rewards=False)
     twin = BatchedTwin(spec, num_envs=2, seed=0, task=task)
     twin.reset()
     rng = np.random.default_rng(0)
@@ -133,7 +135,7 @@ def test_rewards_observations_and_commands_match_the_pinned_values(robot):
 
 
 def test_obs_dims_follow_the_manifest_layout():
-    assert BatchedTwin("quadruped", num_envs=1).task.obs_dim == 48  # legged_gym's flat-terrain layout
+    assert BatchedTwin("quadruped", num_envs=1).task.obs_dim == 50  # legged_gym's flat-terrain layout + the clock
     assert BatchedTwin("rover", num_envs=1).task.obs_dim == 16  # no joint positions for wheels
 
 

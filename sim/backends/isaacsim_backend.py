@@ -67,7 +67,7 @@ class IsaacSimBackend(TwinBackend):
         usd = MJCFImporter(
             MJCFImporterConfig(mjcf_path=str(spec.mjcf), usd_path=self._usd_dir, import_scene=False, fix_base=False)
         ).import_mjcf()
-        self.world = World(physics_dt=spec.sim_dt, rendering_dt=spec.sim_dt * spec.decimation, backend="numpy")
+        self.world = World(physics_dt=spec.physics_dt, rendering_dt=spec.control_dt, backend="numpy")
         self.world.scene.add_default_ground_plane()
         side = int(np.ceil(np.sqrt(num_envs)))
         self._origins = np.zeros((num_envs, 3))

@@ -139,7 +139,7 @@ class NewtonBackend(TwinBackend):
         wp, n, nu = self._wp, self.num_envs, self.spec.num_actions
         nstep = targets.shape[1]
         device_targets = wp.array(np.ascontiguousarray(targets, dtype=np.float32), dtype=wp.float32, device=self.device)
-        dt = self.spec.sim_dt / self.cfg.substeps
+        dt = self.spec.physics_dt / self.cfg.substeps
         for k in range(nstep):
             for _ in range(self.cfg.substeps):
                 self.control.joint_f.zero_()

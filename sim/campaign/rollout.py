@@ -158,7 +158,7 @@ def run_batch(
             for s in job.scenarios
         ]
     )
-    params = _params(job.scenarios, spec.sim_dt)
+    params = _params(job.scenarios, spec.physics_dt)
     task = observed_task(policy.manifest, spec)
     if cfg.backend not in FOOT_BACKENDS:  # rewards are no KPI: a backend without feet runs without the foot terms
         task = task.without_foot_terms()

@@ -220,7 +220,7 @@ def replay(
     twin = BatchedTwin(spec, num_envs=n, seed=0, randomization=RandomizationConfig(enabled=False)).hold_commands()
     twin.reset()
     for i, values in enumerate(candidates):
-        twin.set_params(fixed_params(values, spec.sim_dt, nw), np.arange(i * nw, (i + 1) * nw))
+        twin.set_params(fixed_params(values, spec.physics_dt, nw), np.arange(i * nw, (i + 1) * nw))
     tile = lambda get: np.tile(np.stack([get(w) for w in windows]), (nc, 1))  # noqa: E731
     pos = np.zeros((n, 3))
     pos[:, 2] = tile(lambda w: [spec.base_height if w.start_height is None else w.start_height])[:, 0]
@@ -320,7 +320,7 @@ class _Fit:
         is one batched replay."""
         import cma
 
-        cfg, dt = self.cfg, self.spec.sim_dt
+        cfg, dt = self.cfg, self.spec.physics_dt
         lo = np.array([cfg.bounds[p][0] for p in cfg.params])
         hi = np.array([cfg.bounds[p][1] for p in cfg.params])
         is_latency = np.array([p == "latency_s" for p in cfg.params])
@@ -396,7 +396,8 @@ class _Fit:
 
     def _latency_steps(self) -> np.ndarray:
         lo, hi = self.cfg.bounds["latency_s"]
-        return np.arange(int(np.ceil(lo / self.spec.sim_dt - 1e-9)), int(np.floor(hi / self.spec.sim_dt + 1e-9)) + 1)
+        dt = self.spec.physics_dt
+        return np.arange(int(np.ceil(lo / dt - 1e-9)), int(np.floor(hi / dt + 1e-9)) + 1)
 
     def slices(self, best: dict[str, float]) -> dict[str, tuple[float, float]]:
         """Per parameter, the values that a likelihood-ratio test keeps at 95% (one parameter: chi-square 3.84,
@@ -408,7 +409,7 @@ class _Fit:
 
         grids = {p: np.linspace(*self.cfg.bounds[p], SLICE_POINTS) for p in self.names}
         if "latency_s" in best:
-            grids["latency_s"] = self._latency_steps() * self.spec.sim_dt
+            grids["latency_s"] = self._latency_steps() * self.spec.physics_dt
         r = self.residuals([best] + [{**best, p: float(v)} for p, grid in grids.items() for v in grid])
         ssr = (r**2).sum(0)
         floor = float(ssr.min())
