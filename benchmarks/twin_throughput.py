@@ -115,12 +115,13 @@ def physics_ceiling(twin: BatchedTwin, seconds: float) -> float:
     """Single-thread physics steps/s on the twin's own workload: each env's randomised model and current state
     in its own MjData, stepped `decimation` times per env in a plain Python loop over envs."""
     backend = twin.backend
+    models = [backend.model(i) for i in range(twin.num_envs)]
     datas = [backend.mjdata(i) for i in range(twin.num_envs)]
     for i, d in enumerate(datas):
         d.ctrl[:] = twin._target_history[0][i]
     dec, steps, start = twin.spec.physics_steps, 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        for model, data in zip(backend.models, datas, strict=True):
+        for model, data in zip(models, datas, strict=True):
             mujoco.mj_step(model, data, nstep=dec)
         steps += dec * twin.num_envs
     return steps / (time.perf_counter() - start)
@@ -134,10 +135,7 @@ def batch_rate(twin: BatchedTwin, threads: int, seconds: float) -> float:
 
     backend, n = twin.backend, twin.num_envs
     batch = mujoco.batch.Batch(backend.base_model, n, nthread=threads, persistent=True)
-    qpos, qvel = batch.bind("qpos"), batch.bind("qvel")
-    for i in range(n):
-        data = backend.mjdata(i)
-        qpos[i], qvel[i] = data.qpos, data.qvel
+    batch.qpos, batch.qvel = backend.batch.qpos, backend.batch.qvel
     batch.bind("ctrl")[:] = twin._target_history[0]
     return rate(lambda: batch.step(nstep=twin.spec.physics_steps), n, seconds)
 

@@ -87,22 +87,24 @@ class FieldRobot:
         self._edit_model()
 
     def _edit_model(self) -> None:
-        """Joint friction and the payload's offset centre of mass, on the MuJoCo model of env 0 (other fields than
-        those set_params writes, so a reset's set_params keeps them)."""
+        """Joint friction and the payload's offset centre of mass, in env 0's fields of the MuJoCo batch (other
+        fields than those set_params writes, so a reset's set_params keeps them)."""
         e = self.effects
         if e.joint_friction_nm == 0 and not any(e.payload_com_m):
             return
-        models = getattr(self.twin.backend, "models", None)
-        if models is None:
+        batch = getattr(self.twin.backend, "batch", None)
+        if batch is None:
             raise SimError("field robot effects on the model (joint friction, payload_com_m) need the MuJoCo backend")
-        m, spec = models[0], self.twin.spec
+        m, spec = batch.model, self.twin.spec
+        frictionloss = batch.expand("dof_frictionloss")[0]
         for joint in spec.joints:
-            m.dof_frictionloss[m.joint(joint).dofadr[0]] = e.joint_friction_nm
+            frictionloss[m.joint(joint).dofadr[0]] = e.joint_friction_nm
         base = m.body(spec.base_body).id
         # the base and its payload as one body (set_params made its mass the sum): their centre of mass moves by
         # payload / total of the offset (the inertia's parallel-axis term is left out: centimetres, not metres)
         payload = max(float(self.params.payload_kg[0]), 0.0)
-        m.body_ipos[base] += payload / float(m.body_mass[base]) * np.asarray(e.payload_com_m)
+        mass = float(batch.expand("body_mass")[0, base])
+        batch.expand("body_ipos")[0, base] += payload / mass * np.asarray(e.payload_com_m)
 
     def act(self, action: np.ndarray) -> np.ndarray:
         """The action the drives apply this control step for the one commanded: lagged (actions are affine in

@@ -359,9 +359,9 @@ class BatchedTwin(gym.vector.VectorEnv):
             self.commands[ids] = self.task.commands.sample(k, self.rng)
 
     def _place_on_terrain(self, ids: np.ndarray) -> np.ndarray:
-        """Give `ids` their curriculum cells' heights; returns the height each starts above (its spawn point's)."""
+        """Put `ids` on their curriculum cells; returns the height each starts above (its spawn point's)."""
         terrain, c = self._on_terrain()
-        self.backend.set_terrain(ids, terrain.heights[c.levels[ids], c.types[ids]])
+        self.backend.set_terrain(ids, c.levels[ids], c.types[ids])
         return terrain.spawn_heights[c.levels[ids], c.types[ids]]
 
     def _update_curriculum(self, ids: np.ndarray, state: dict[str, np.ndarray]) -> None:

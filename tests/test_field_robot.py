@@ -57,15 +57,17 @@ def test_a_bad_field_robot_is_refused_naming_the_file_and_the_key(tmp_path, text
 def test_model_effects_survive_the_resets_that_set_the_hidden_parameters():
     t = twin()
     effects = FieldEffects(joint_friction_nm=0.3, payload_com_m=(0.1, 0.0, 0.05))
-    m = t.backend.models[0]
+    m = t.backend.model(0)
     base = m.body(t.spec.base_body).id
     before = m.body_ipos[base].copy()
     robot = FieldRobot(t, FieldRobotConfig({"payload_kg": 3.0}, effects))
+    m = t.backend.model(0)
     joints = [m.joint(j).dofadr[0] for j in t.spec.joints]
     assert np.all(m.dof_frictionloss[joints] == 0.3)
     assert np.count_nonzero(m.dof_frictionloss) == len(joints)  # the base's free joint has none
     np.testing.assert_allclose(m.body_ipos[base] - before, 3.0 / m.body_mass[base] * np.array([0.1, 0.0, 0.05]))
     t.set_params(robot.params)  # what the bridge does after a fall
+    m = t.backend.model(0)
     assert np.all(m.dof_frictionloss[joints] == 0.3) and not np.allclose(m.body_ipos[base], before)
 
 

@@ -119,8 +119,8 @@ def test_per_joint_gains(tmp_path):
     kp, kd = [8.0, 12.0] * 4, [0.2, 0.3] * 4
     spec = load_robot(write_user_robot(tmp_path, kp=kp, kd=kd))
     twin = BatchedTwin(spec, num_envs=1, seed=0, nthread=1)
-    model = twin.backend.models[0]
     twin.reset()
+    model = twin.backend.model(0)
     params = twin.params
     np.testing.assert_allclose(
         model.actuator_gainprm[:, 0], params.motor_strength[0] * params.kp_scale[0] * np.array(kp)

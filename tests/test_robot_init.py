@@ -310,6 +310,6 @@ def test_a_legged_robot_with_a_short_timestep_trains_at_4_ms_and_campaigns_step_
         twin = BatchedTwin(spec, num_envs=2, seed=0, randomization=RandomizationConfig(enabled=False))
         assert twin.backend.base_model.opt.timestep == pytest.approx(dt)
         twin.reset()
-        start = twin.backend._state[:, 0].copy()  # MuJoCo's full physics state begins with its time
+        start = twin.backend._state[:, 0].copy()  # MuJoCo's state rows begin with the time
         twin.step(np.zeros((2, spec.num_actions)))
         assert twin.backend._state[:, 0] - start == pytest.approx(spec.control_dt)

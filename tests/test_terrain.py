@@ -21,7 +21,7 @@ from sim.errors import SimError
 from sim.robot import build_model, load_robot
 from sim.tasks import load_task
 from sim.terrain import TerrainConfig, TerrainCurriculum, TerrainGrid, height_bounds, sub_terrain, terrain_grid
-from sim.terrain.mjspec import add_terrain, set_heights
+from sim.terrain.mjspec import add_terrain, cell_hfields, set_heights
 from sim.twin import BatchedTwin
 from training.ppo.config import PPOConfig
 from training.ppo.runner import PPORunner
@@ -71,11 +71,12 @@ def test_height_query_is_mujocos_surface():
     spec = load_robot("quadruped")
     grid = TerrainGrid(dataclasses.replace(ALL, levels=1, difficulty=(1.0, 1.0)))
     model = build_model(spec, lambda mj: add_terrain(mj, grid))
+    set_heights(model, grid)
     data = mujoco.MjData(model)
     xy = np.random.default_rng(0).uniform(-grid.half_extent, grid.half_extent, (200, 2)) * 0.999
     geom = np.zeros(1, np.int32)
     for t in range(grid.num_types):
-        set_heights(model, grid, grid.heights[0, t])
+        model.geom_dataid[model.geom("terrain").id] = cell_hfields(model, grid)[0, t]
         mujoco.mj_forward(model, data)
         ray = [3.0 - mujoco.mj_ray(model, data, [x, y, 3.0], [0, 0, -1.0], None, 1, -1, geom) for x, y in xy]
         assert np.allclose(grid.height_at(np.zeros(200, int), np.full(200, t), xy), ray, atol=1e-6)
@@ -128,7 +129,7 @@ def test_robot_rests_on_the_terrain_under_it():
     assert abs(height[1] - height[0]) < 0.03 and 0.25 < height[0] < 0.35
 
     data = twin.backend.mjdata(0)
-    model = twin.backend.models[0]
+    model = twin.backend.model(0)
     feet = [model.geom(name).id for name in spec.feet]
     xy, z = data.geom_xpos[feet, :2], data.geom_xpos[feet, 2] - model.geom_size[feet, 0]
     ground = grid.height_at(np.zeros(4, int), np.zeros(4, int), xy)
@@ -181,8 +182,10 @@ def test_twin_moves_levels_at_reset_and_snapshots_them():
     other.reset()
     other.load_state_dict(snapshot)
     assert other.curriculum.levels.tolist() == twin.curriculum.levels.tolist()
-    for i in range(8):  # each env's model holds its cell's heights again
-        assert np.array_equal(other.backend.models[i].hfield_data, twin.backend.models[i].hfield_data)
+    cells, c = cell_hfields(twin.backend.base_model, twin.terrain), other.curriculum
+    terrain = twin.backend.base_model.geom("terrain").id
+    for i in range(8):  # each env stands on its cell's heightfield again
+        assert other.backend.model(i).geom_dataid[terrain] == cells[c.levels[i], c.types[i]]
     twin.close()
     other.close()
 

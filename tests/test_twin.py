@@ -207,9 +207,10 @@ def test_randomisation_stays_in_its_ranges():
 
     twin = BatchedTwin(spec, num_envs=16, seed=0)
     twin.reset()
-    base = twin.backend.models[0].body(spec.base_body).id
-    masses = np.array([m.body_mass[base] for m in twin.backend.models])
-    frictions = np.array([m.geom_friction[0, 0] for m in twin.backend.models])
+    models = [twin.backend.model(i) for i in range(twin.num_envs)]
+    base = models[0].body(spec.base_body).id
+    masses = np.array([m.body_mass[base] for m in models])
+    frictions = np.array([m.geom_friction[0, 0] for m in models])
     nominal_mass = twin.backend.base_model.body_mass[base]
     assert np.allclose(masses - nominal_mass, twin.params.payload_kg)
     assert np.allclose(frictions, twin.params.friction)

@@ -42,8 +42,8 @@ class TwinBackend(ABC):
     def set_params(self, env_ids: np.ndarray, params: PhysicsParams) -> None:
         """Apply per-env friction, payload and actuator parameters (latency is the twin's job)."""
 
-    def set_terrain(self, env_ids: np.ndarray, heights: np.ndarray) -> None:
-        """Give `env_ids` the sub-terrains `heights` [k, n, n] (one of the TerrainGrid they were built with)."""
+    def set_terrain(self, env_ids: np.ndarray, levels: np.ndarray, types: np.ndarray) -> None:
+        """Put `env_ids` on the sub-terrains (levels[k], types[k]) of the TerrainGrid they were built with."""
         raise NotImplementedError(f"{type(self).__name__} has no heightfield terrain")
 
     @abstractmethod
