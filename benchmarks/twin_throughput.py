@@ -88,7 +88,7 @@ class GymnasiumTwin(MujocoEnv):
         )
         terms = self.task.reward_terms(step)
         self._last = a
-        obs = self.task.observe(state, self._cmd, a, 0.0, self.np_random)[0]
+        obs = self.task.observe(state, self._cmd, a, 0.0, self.np_random, self._episode_time())[0]
         return obs, float(sum(v[0] for v in terms.values())), bool(terminated[0]), False, {}
 
     def reset_model(self):
@@ -97,7 +97,11 @@ class GymnasiumTwin(MujocoEnv):
         qpos[self._jq] = self.spec.default_pose
         self.set_state(qpos, self.init_qvel)
         self._last[:] = 0
-        return self.task.observe(self._state(), self._cmd, self._last, 0.0, self.np_random)[0]
+        return self.task.observe(self._state(), self._cmd, self._last, 0.0, self.np_random, self._episode_time())[0]
+
+    def _episode_time(self) -> np.ndarray:
+        """The gait clock's time (the twin's episode time: MuJoCo's, reset with the episode)."""
+        return np.array([self.data.time])
 
 
 def rate(step_fn, n_envs: int, seconds: float) -> float:

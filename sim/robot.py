@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import mujoco
 import numpy as np
@@ -375,7 +376,19 @@ def scaled_gains(spec: RobotSpec, kp_scale: np.ndarray, kd_scale: np.ndarray) ->
     return np.asarray(kp_scale)[:, None] * spec.joint_kp, np.asarray(kd_scale)[:, None] * spec.joint_kd
 
 
-def set_pd_gains(model: mujoco.MjModel, spec: RobotSpec, kp: np.ndarray, kd: np.ndarray, strength: np.ndarray) -> None:
+class ActuatorFields(Protocol):
+    """The actuator arrays set_pd_gains writes: an MjModel's, or one simulation's per-simulation fields of a
+    mujoco.batch.Batch."""
+
+    @property
+    def actuator_gainprm(self) -> np.ndarray: ...
+    @property
+    def actuator_biasprm(self) -> np.ndarray: ...
+    @property
+    def actuator_forcerange(self) -> np.ndarray: ...
+
+
+def set_pd_gains(model: ActuatorFields, spec: RobotSpec, kp: np.ndarray, kd: np.ndarray, strength: np.ndarray) -> None:
     """Write the PD law of `spec.control_mode` into the actuators (strength scales torque, as a weak motor does);
     kp, kd and strength hold one value per joint.
 

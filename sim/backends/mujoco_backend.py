@@ -9,8 +9,9 @@ which MuJoCo evaluates before integrating: the feet are one physics step (sim_dt
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 import mujoco
 import mujoco.batch
@@ -26,7 +27,6 @@ from sim.terrain.mjspec import add_terrain, cell_hfields, set_heights
 _FULL = mujoco.mjtState.mjSTATE_FULLPHYSICS.value
 _INTEGRATION = mujoco.mjtState.mjSTATE_INTEGRATION.value
 _CTRL = mujoco.mjtState.mjSTATE_CTRL.value
-_ACTUATOR_FIELDS = ("actuator_gainprm", "actuator_biasprm", "actuator_forcerange")  # what set_pd_gains writes
 # the contact sensor's data fields and reduction (MuJoCo's sensor/contact: intprm = data bits, reduce, num)
 _FIELD = mujoco.mjtConDataField
 _CONTACT_DATA = (1 << _FIELD.mjCONDATA_FOUND.value) | (1 << _FIELD.mjCONDATA_FORCE.value)
@@ -81,6 +81,15 @@ def physics_model(spec: RobotSpec, edit) -> mujoco.MjModel:
     return lean if _same_inertia(full, lean) else full
 
 
+@dataclass(frozen=True)
+class EnvActuators:
+    """One env's per-simulation actuator fields (views into the batch's), what set_pd_gains writes."""
+
+    actuator_gainprm: np.ndarray
+    actuator_biasprm: np.ndarray
+    actuator_forcerange: np.ndarray
+
+
 class MujocoBackend(TwinBackend):
     def __init__(self, spec: RobotSpec, num_envs: int, nthread: int | None = None, terrain: TerrainGrid | None = None):
         self.spec = spec
@@ -120,7 +129,7 @@ class MujocoBackend(TwinBackend):
         # the per-env model fields set_params and set_terrain write
         self._friction = self.batch.expand("geom_friction")
         self._mass, self._inertia = self.batch.expand("body_mass"), self.batch.expand("body_inertia")
-        self._actuator_fields = {f: self.batch.expand(f) for f in _ACTUATOR_FIELDS}
+        self._actuator_fields = {f.name: self.batch.expand(f.name) for f in dataclasses.fields(EnvActuators)}
         if terrain is not None:
             self._cells = cell_hfields(m, terrain)
             self._terrain_geom = m.geom(TERRAIN).id
@@ -159,7 +168,7 @@ class MujocoBackend(TwinBackend):
             mass = max(self._mass0 + params.payload_kg[k], 0.1 * self._mass0)
             self._mass[i, base] = mass
             self._inertia[i, base] = self._inertia0 * (mass / self._mass0)
-            actuators = SimpleNamespace(**{f: values[i] for f, values in self._actuator_fields.items()})
+            actuators = EnvActuators(**{f: values[i] for f, values in self._actuator_fields.items()})
             set_pd_gains(actuators, spec, kp[k], kd[k], np.full(nu, params.motor_strength[k]))
 
     def set_terrain(self, env_ids: np.ndarray, levels: np.ndarray, types: np.ndarray) -> None:

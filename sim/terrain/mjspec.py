@@ -39,7 +39,7 @@ def add_terrain(mj: mujoco.MjSpec, grid: TerrainGrid) -> None:
     # compiling normalises userdata to [0, 1]: set_heights writes the heights afterwards
     for level in range(grid.num_levels):
         for kind in range(grid.num_types):
-            mj.add_hfield(name=_hfield_name(level, kind), size=size, nrow=n, ncol=n, userdata=np.zeros(n * n))
+            mj.add_hfield(name=_hfield_name(level, kind), size=size, nrow=n, ncol=n, userdata=[0.0] * (n * n))
     geom = world.add_geom(name=NAME, type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname=_hfield_name(0, 0), pos=[0, 0, lo])
     for attr, value in settings.items():
         setattr(geom, attr, value)
