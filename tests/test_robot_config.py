@@ -237,6 +237,7 @@ def test_cli_demo_runs_a_user_robot(tmp_path):
     [
         ({"solver": "fast"}, "crawler.yaml: physics.solver must be one of newton, cg, pgs"),
         ({"iterations": 0}, "crawler.yaml: physics.iterations must be a positive integer"),
+        ({"substeps": 0}, "crawler.yaml: physics.substeps must be a positive integer"),
         ({"contacts": "feet"}, "physics contacts feet needs the robot's feet: list them under feet:"),
     ],
 )
