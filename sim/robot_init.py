@@ -145,7 +145,7 @@ def draft_robot(
     d.set("command_limits", COMMAND_LIMITS, "the physical envelope (m/s, rad/s): defaults, not the robot's")
     if feet and mode == "position":
         physics, step = dict(LEGGED_PHYSICS), ""
-        substeps = max(1, round(CONTROL_PERIOD_S / TRAINING_DT_S))
+        substeps = max(1, round(dt * decimation / TRAINING_DT_S))  # over the policy period written above
         if substeps < decimation:
             physics["substeps"] = substeps
             step = f", {1000 * dt * decimation / substeps:.3g} ms steps"

@@ -169,8 +169,6 @@ def default_task(robot: RobotSpec) -> VelocityTaskConfig:
 
 def _trots(robot: RobotSpec) -> bool:
     """Whether `robot` has four feet in two diagonal pairs: the default task trots it on the gait clock."""
-    if len(robot.feet) != 4:
-        return False
     try:
         diagonal_pairs(robot)
     except SimError:
