@@ -1,11 +1,11 @@
 """The SIL's field robot: the training twin made into a robot it cannot match exactly.
 
-A field robot YAML (config/retrain/field_*.yaml) holds the twin parameters the robot hides (the easy case: keys of
-sim.randomization.FIELD_KEYS, which system identification searches) and, under `effects:`, what no parameter of
-the training twin expresses: drives that answer with a first-order lag (the twin has a pure delay), Coulomb
-friction in the joints, a payload whose centre of mass is off the base's, and sensors with bias, noise, an offset
-and wheel slip. sim_bridge_node applies both; system identification then fits what it can, and the replay error
-left over is the reality gap it cannot close.
+A field robot YAML (config/retrain/field_*.yaml) holds the twin parameters the robot hides (keys of
+sim.randomization.FIELD_KEYS, which system identification searches: payload and its centre of mass, joint
+friction, gains, delay) and, under `effects:`, what no parameter of the training twin expresses: drives that answer
+with a first-order lag (the twin has a pure delay), and sensors with bias, noise, an offset and wheel slip.
+sim_bridge_node applies both; system identification then fits what it can, and the replay error left over is the
+reality gap it cannot close.
 """
 
 from __future__ import annotations
@@ -29,12 +29,6 @@ class FieldEffects:
 
     motor_lag_s: float = setting(
         0.0, "time constant of a first-order lag between each drive's target and what it applies (s)", ge=0, le=1
-    )
-    joint_friction_nm: float = setting(
-        0.0, "Coulomb friction in every actuated joint (N m or N; MuJoCo's frictionloss): the twin has none", ge=0
-    )
-    payload_com_m: tuple[float, float, float] = setting(
-        (0.0, 0.0, 0.0), "the payload's centre of mass from the base's (m, base frame)", length=3
     )
     gyro_bias: tuple[float, float, float] = setting((0.0, 0.0, 0.0), "IMU angular-velocity bias (rad/s)", length=3)
     gyro_noise: float = setting(0.0, "IMU angular-velocity white noise, standard deviation (rad/s)", ge=0)
@@ -69,8 +63,8 @@ def load_field_robot(path: str | Path | None) -> FieldRobotConfig:
 
 
 class FieldRobot:
-    """One twin env (the bridge's) as the field robot: its hidden parameters set and its model edited once, each
-    command lagged, each reading corrupted as its sensors would."""
+    """One twin env (the bridge's) as the field robot: its hidden parameters set, each command lagged, each reading
+    corrupted as its sensors would."""
 
     def __init__(self, twin, config: FieldRobotConfig):
         self.twin, self.effects = twin, config.effects
@@ -84,27 +78,6 @@ class FieldRobot:
         # the lag's discrete step per control period: exact for a target held over the period
         lag = self.effects.motor_lag_s
         self._alpha = 1.0 if lag == 0 else 1.0 - float(np.exp(-twin.spec.control_dt / lag))
-        self._edit_model()
-
-    def _edit_model(self) -> None:
-        """Joint friction and the payload's offset centre of mass, in env 0's fields of the MuJoCo batch (other
-        fields than those set_params writes, so a reset's set_params keeps them)."""
-        e = self.effects
-        if e.joint_friction_nm == 0 and not any(e.payload_com_m):
-            return
-        batch = getattr(self.twin.backend, "batch", None)
-        if batch is None:
-            raise SimError("field robot effects on the model (joint friction, payload_com_m) need the MuJoCo backend")
-        m, spec = batch.model, self.twin.spec
-        frictionloss = batch.expand("dof_frictionloss")[0]
-        for joint in spec.joints:
-            frictionloss[m.joint(joint).dofadr[0]] = e.joint_friction_nm
-        base = m.body(spec.base_body).id
-        # the base and its payload as one body (set_params made its mass the sum): their centre of mass moves by
-        # payload / total of the offset (the inertia's parallel-axis term is left out: centimetres, not metres)
-        payload = max(float(self.params.payload_kg[0]), 0.0)
-        mass = float(batch.expand("body_mass")[0, base])
-        batch.expand("body_ipos")[0, base] += payload / mass * np.asarray(e.payload_com_m)
 
     def act(self, action: np.ndarray) -> np.ndarray:
         """The action the drives apply this control step for the one commanded: lagged (actions are affine in

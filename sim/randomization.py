@@ -24,6 +24,12 @@ class RandomizationConfig:
     kp_scale: tuple[float, float] = setting((0.9, 1.1), "scales the PD stiffness")
     kd_scale: tuple[float, float] = setting((0.9, 1.1), "scales the PD damping")
     latency_s: tuple[float, float] = setting((0.0, 0.01), "actuation delay in seconds, resolved to physics steps", ge=0)
+    joint_friction: tuple[float, float] = setting(
+        (0.0, 0.0), "Coulomb friction added to every actuated joint's (N m, or N; MuJoCo's frictionloss)", ge=0
+    )
+    payload_com_x: tuple[float, float] = setting((0.0, 0.0), "the payload's centre of mass ahead of the base's (m)")
+    payload_com_y: tuple[float, float] = setting((0.0, 0.0), "the payload's centre of mass left of the base's (m)")
+    payload_com_z: tuple[float, float] = setting((0.0, 0.0), "the payload's centre of mass above the base's (m)")
     obs_noise: float = setting(1.0, "multiplies each observation term's noise width")
     push_interval_s: float = setting(8.0, "seconds between pushes; 0 disables pushes")
     push_velocity: float = setting(0.5, "max base xy velocity change of a push, in m/s")
@@ -53,13 +59,20 @@ class PhysicsParams:
     kp_scale: np.ndarray
     kd_scale: np.ndarray
     latency_steps: np.ndarray  # int, physics steps
+    joint_friction: np.ndarray
+    payload_com_x: np.ndarray  # base frame, from the base's centre of mass
+    payload_com_y: np.ndarray
+    payload_com_z: np.ndarray
 
     @classmethod
     def nominal(cls, num_envs: int, friction: float = 1.0) -> PhysicsParams:
-        ones = np.ones(num_envs)
-        return cls(
-            ones * friction, ones * 0.0, ones.copy(), ones.copy(), ones.copy(), np.zeros(num_envs, dtype=np.int64)
-        )
+        return fixed_params({"friction": friction}, 1.0, num_envs)
+
+    @classmethod
+    def from_columns(cls, columns: Mapping[str, np.ndarray], sim_dt: float) -> PhysicsParams:
+        """One array per FIELD_KEYS key (the delay in seconds, resolved to whole physics steps)."""
+        values = {k: np.asarray(columns[k], dtype=np.float64) for k in FIELD_KEYS if k != "latency_s"}
+        return cls(**values, latency_steps=np.rint(np.asarray(columns["latency_s"]) / sim_dt).astype(np.int64))
 
     def subset(self, env_ids: np.ndarray) -> PhysicsParams:
         return PhysicsParams(**{f.name: getattr(self, f.name)[env_ids] for f in dataclasses.fields(self)})
@@ -74,17 +87,13 @@ def sample_params(cfg: RandomizationConfig, num: int, sim_dt: float, rng: np.ran
     if not cfg.enabled:
         return PhysicsParams.nominal(num)
 
-    def uniform(rng_pair: tuple[float, float]) -> np.ndarray:
-        return rng.uniform(rng_pair[0], rng_pair[1], size=num)
+    def uniform(key: str) -> np.ndarray:
+        low, high = getattr(cfg, key)
+        if key in FIXED_UNLESS_RANGED and low == high:
+            return np.full(num, low)
+        return rng.uniform(low, high, size=num)
 
-    return PhysicsParams(
-        friction=uniform(cfg.friction),
-        payload_kg=uniform(cfg.payload_kg),
-        motor_strength=uniform(cfg.motor_strength),
-        kp_scale=uniform(cfg.kp_scale),
-        kd_scale=uniform(cfg.kd_scale),
-        latency_steps=np.rint(uniform(cfg.latency_s) / sim_dt).astype(np.int64),
-    )
+    return PhysicsParams.from_columns({k: uniform(k) for k in FIELD_KEYS}, sim_dt)
 
 
 # the physical parameters a twin's envs may differ in, at their nominal values: fixed_params({}), the twin as trained
@@ -95,8 +104,16 @@ NOMINAL = {
     "kp_scale": 1.0,
     "kd_scale": 1.0,
     "latency_s": 0.0,
+    "joint_friction": 0.0,
+    "payload_com_x": 0.0,
+    "payload_com_y": 0.0,
+    "payload_com_z": 0.0,
 }
 FIELD_KEYS = tuple(NOMINAL)
+# parameters added after seeds were published: one fixed by its range draws nothing, so the draws of the others,
+# and every seeded run before them, stay as they were
+FIXED_UNLESS_RANGED = ("joint_friction", "payload_com_x", "payload_com_y", "payload_com_z")
+SIGNED_KEYS = ("payload_kg", "payload_com_x", "payload_com_y", "payload_com_z")  # the others are >= 0
 
 
 def fixed_params(values: dict, sim_dt: float, num_envs: int = 1) -> PhysicsParams:
@@ -105,13 +122,10 @@ def fixed_params(values: dict, sim_dt: float, num_envs: int = 1) -> PhysicsParam
     unknown = sorted(set(values) - set(FIELD_KEYS))
     if unknown:
         raise SimError(f"unknown twin parameter(s) {', '.join(unknown)}; known: {', '.join(FIELD_KEYS)}")
-    params = PhysicsParams.nominal(num_envs)
     for key, value in values.items():
         value = float(value)
-        if not np.isfinite(value) or (key != "payload_kg" and value < 0):
+        if not np.isfinite(value) or (key not in SIGNED_KEYS and value < 0):
             raise SimError(f"twin parameter {key} must be finite and non-negative, got {value}")
-        if key == "latency_s":
-            params.latency_steps[:] = int(round(value / sim_dt))
-        else:
-            getattr(params, key)[:] = value
-    return params
+    return PhysicsParams.from_columns(
+        {k: np.full(num_envs, float(values.get(k, NOMINAL[k]))) for k in FIELD_KEYS}, sim_dt
+    )

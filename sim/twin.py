@@ -290,7 +290,9 @@ class BatchedTwin(gym.vector.VectorEnv):
         self._history_len = len(self._target_history)
         self._obs = np.array(arrays["observations"], dtype=np.float32)
         self.episode_terms = {k: np.array(v) for k, v in state["episode_terms"].items()}
-        self.params = PhysicsParams(**{k: np.array(v) for k, v in state["params"].items()})
+        # a snapshot from before a parameter existed holds none of it: the twin as trained had it nominal
+        nominal = PhysicsParams.nominal(self.num_envs)
+        self.params = PhysicsParams(**{**vars(nominal), **{k: np.array(v) for k, v in state["params"].items()}})
         self.backend.set_params(np.arange(self.num_envs), self.params)
         self.rng.bit_generator.state = json.loads(state["rng"])
         for k, v in state["counters"].items():

@@ -68,6 +68,24 @@ def test_quick_campaign_loads_typed_values_in_the_yaml_order():
     )
 
 
+def test_a_campaign_varies_the_payloads_centre_of_mass_and_joint_friction():
+    """Every twin parameter is an axis (the identified-twin campaign puts what system identification determined on
+    them); a scenario's values reach the twin's per-env parameters."""
+    from sim.campaign.rollout import _params
+
+    cfg = campaign_from_dict({"axes": {"payload_com_x": [-0.05, 0.05], "joint_friction": [0.0, 0.2]}}, "c.yaml")
+    params = _params(tuple(scenarios(cfg)), 0.004)
+    assert sorted(zip(params.payload_com_x, params.joint_friction, strict=True)) == [
+        (-0.05, 0.0),
+        (-0.05, 0.2),
+        (0.05, 0.0),
+        (0.05, 0.2),
+    ]
+    assert not params.payload_com_y.any() and (params.friction == 1.0).all()  # the axes left out: nominal
+    with pytest.raises(CampaignError, match="joint_friction"):
+        campaign_from_dict({"axes": {"joint_friction": [-0.1]}}, "c.yaml")
+
+
 def test_quick_campaign_is_small():
     assert len(scenarios(load_campaign("quick"))) <= 64
 

@@ -206,6 +206,10 @@ def test_file_errors_are_the_same_error(tmp_path):
         load_dataclass(Outer, tmp_path / "none.yaml")
     assert "not valid YAML" in _refused(tmp_path, "name: [a\n")
     assert "expected a mapping of Outer fields" in _refused(tmp_path, "- a\n")
+    # YAML itself keeps the last of two equal keys: an edit to the first would do nothing, so it is refused
+    assert _refused(tmp_path, "name: a\ninner:\n  size: 2\n  size: 3\n").endswith(
+        "outer.yaml: 'size' is given twice in one mapping (line 4)"
+    )
 
 
 def test_a_package_error_class_is_raised_as_given(tmp_path):

@@ -13,7 +13,7 @@ from edge.resources import config_path
 from sim.controllers import DiffDriveController
 from sim.errors import SimError
 from sim.field_robot import FieldEffects, FieldRobot, FieldRobotConfig, load_field_robot
-from sim.randomization import RandomizationConfig
+from sim.randomization import RandomizationConfig, fixed_params
 from sim.twin import BatchedTwin
 from tests.ros_helpers import node_process, probe_node, ros_env, spin_until
 from training.retrain.field_drive import drive_field_log
@@ -54,21 +54,23 @@ def test_a_bad_field_robot_is_refused_naming_the_file_and_the_key(tmp_path, text
     assert str(path) in str(refused.value)
 
 
-def test_model_effects_survive_the_resets_that_set_the_hidden_parameters():
-    t = twin()
-    effects = FieldEffects(joint_friction_nm=0.3, payload_com_m=(0.1, 0.0, 0.05))
+def test_joint_friction_and_an_off_centre_payload_are_twin_parameters_of_one_env():
+    """The hard robots' friction and payload offset are twin parameters (system identification can fit them):
+    set on one env's model fields, with the other env left as it was, and nominal again after a nominal reset."""
+    t = BatchedTwin("rover", num_envs=2, seed=3, randomization=RandomizationConfig(enabled=False))
     m = t.backend.model(0)
-    base = m.body(t.spec.base_body).id
+    base, joints = m.body(t.spec.base_body).id, [m.joint(j).dofadr[0] for j in t.spec.joints]
     before = m.body_ipos[base].copy()
-    robot = FieldRobot(t, FieldRobotConfig({"payload_kg": 3.0}, effects))
-    m = t.backend.model(0)
-    joints = [m.joint(j).dofadr[0] for j in t.spec.joints]
-    assert np.all(m.dof_frictionloss[joints] == 0.3)
+    hidden = {"payload_kg": 3.0, "payload_com_x": 0.1, "payload_com_z": 0.05, "joint_friction": 0.3}
+    t.set_params(fixed_params(hidden, t.spec.physics_dt), np.array([0]))
+    m, other = t.backend.model(0), t.backend.model(1)
+    assert np.all(m.dof_frictionloss[joints] == 0.3)  # the rover's MJCF has none of its own
     assert np.count_nonzero(m.dof_frictionloss) == len(joints)  # the base's free joint has none
     np.testing.assert_allclose(m.body_ipos[base] - before, 3.0 / m.body_mass[base] * np.array([0.1, 0.0, 0.05]))
-    t.set_params(robot.params)  # what the bridge does after a fall
+    assert not np.any(other.dof_frictionloss) and np.all(other.body_ipos[base] == before)
+    t.set_params(fixed_params({}, t.spec.physics_dt), np.array([0]))
     m = t.backend.model(0)
-    assert np.all(m.dof_frictionloss[joints] == 0.3) and not np.allclose(m.body_ipos[base], before)
+    assert not np.any(m.dof_frictionloss) and np.all(m.body_ipos[base] == before)
 
 
 def test_the_drives_lag_their_targets_as_a_first_order_system():
@@ -112,7 +114,7 @@ def command_at(t: float) -> np.ndarray:
 
 
 def test_the_hard_robot_leaves_a_gap_that_no_twin_parameter_closes():
-    """On the easy field twin the true hidden parameters replay its log exactly; on the hard robot they do not,
+    """Without its effects the hard robot's true hidden parameters replay its log exactly; with them they do not,
     and identification ends above zero, as it would on a real robot."""
     hidden = {"payload_kg": 3.0, "latency_s": 0.02}
     spec, easy = drive_and_log(FieldRobotConfig(hidden))

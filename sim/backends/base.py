@@ -8,10 +8,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.errors import SimError
-from sim.randomization import PhysicsParams
+from sim.randomization import NOMINAL, PhysicsParams
 
 if TYPE_CHECKING:  # annotations only: importing sim.backends (its BACKENDS) must not load MuJoCo
     from sim.robot import RobotSpec
+
+# twin parameters that the MuJoCo backend applies as model fields (frictionloss, the base's inertial frame) and the
+# Newton and Isaac Sim backends do not
+MODEL_ONLY_PARAMS = ("joint_friction", "payload_com_x", "payload_com_y", "payload_com_z")
 
 
 class TwinBackend(ABC):
@@ -41,6 +45,13 @@ class TwinBackend(ABC):
     @abstractmethod
     def set_params(self, env_ids: np.ndarray, params: PhysicsParams) -> None:
         """Apply per-env friction, payload and actuator parameters (latency is the twin's job)."""
+
+    def refuse_params(self, params: PhysicsParams, names: tuple[str, ...]) -> None:
+        """A SimError naming those of `names` that `params` sets away from nominal: a backend that cannot apply a
+        parameter says so rather than simulating without it."""
+        away = [n for n in names if np.any(getattr(params, n) != NOMINAL[n])]
+        if away:
+            raise SimError(f"the {type(self).__name__} cannot apply {', '.join(away)}; the mujoco backend can")
 
     def set_terrain(self, env_ids: np.ndarray, levels: np.ndarray, types: np.ndarray) -> None:
         """Put `env_ids` on the sub-terrains (levels[k], types[k]) of the TerrainGrid they were built with."""

@@ -19,7 +19,7 @@ import tempfile
 
 import numpy as np
 
-from sim.backends.base import TwinBackend
+from sim.backends.base import MODEL_ONLY_PARAMS, TwinBackend
 from sim.randomization import PhysicsParams
 from sim.robot import RobotSpec, pd_torques, scaled_gains
 
@@ -136,6 +136,7 @@ class IsaacSimBackend(TwinBackend):
         self.view.set_joint_velocities(np.asarray(joint_vel), indices=ids, joint_indices=self._dof)
 
     def set_params(self, env_ids: np.ndarray, params: PhysicsParams) -> None:
+        self.refuse_params(params, MODEL_ONLY_PARAMS)
         ids = np.asarray(env_ids)
         mass = np.maximum(self._mass0 + np.asarray(params.payload_kg), 0.1 * self._mass0)
         self.view.set_body_masses(mass[:, None], indices=ids, body_indices=np.array([self._base_link]))

@@ -129,6 +129,9 @@ class MujocoBackend(TwinBackend):
         # the per-env model fields set_params and set_terrain write
         self._friction = self.batch.expand("geom_friction")
         self._mass, self._inertia = self.batch.expand("body_mass"), self.batch.expand("body_inertia")
+        self._ipos0 = m.body_ipos[base].copy()
+        self._frictionloss0 = m.dof_frictionloss[self._joint_v].copy()
+        self._ipos, self._frictionloss = self.batch.expand("body_ipos"), self.batch.expand("dof_frictionloss")
         self._actuator_fields = {f.name: self.batch.expand(f.name) for f in dataclasses.fields(EnvActuators)}
         if terrain is not None:
             self._cells = cell_hfields(m, terrain)
@@ -168,6 +171,11 @@ class MujocoBackend(TwinBackend):
             mass = max(self._mass0 + params.payload_kg[k], 0.1 * self._mass0)
             self._mass[i, base] = mass
             self._inertia[i, base] = self._inertia0 * (mass / self._mass0)
+            # the base and its payload as one body: the centre of mass moves by payload / total of the payload's
+            # offset (the inertia's parallel-axis term is left out: centimetres, not metres)
+            com = (params.payload_com_x[k], params.payload_com_y[k], params.payload_com_z[k])
+            self._ipos[i, base] = self._ipos0 + (mass - self._mass0) / mass * np.asarray(com)
+            self._frictionloss[i, self._joint_v] = self._frictionloss0 + params.joint_friction[k]  # the MJCF's and more
             actuators = EnvActuators(**{f: values[i] for f, values in self._actuator_fields.items()})
             set_pd_gains(actuators, spec, kp[k], kd[k], np.full(nu, params.motor_strength[k]))
 

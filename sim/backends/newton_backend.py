@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.backends.base import TwinBackend
+from sim.backends.base import MODEL_ONLY_PARAMS, TwinBackend
 from sim.errors import SimError
 from sim.randomization import PhysicsParams
 from sim.robot import RobotSpec, build_model, scaled_gains
@@ -204,6 +204,7 @@ class NewtonBackend(TwinBackend):
         self._write(q, qd)
 
     def set_params(self, env_ids: np.ndarray, params: PhysicsParams) -> None:
+        self.refuse_params(params, MODEL_ONLY_PARAMS)
         wp, newton = self._wp, self._newton
         mu = self.model.shape_material_mu.numpy().reshape(self.num_envs, -1)
         mu[env_ids] = np.where(self._frictionless, 0.0, np.asarray(params.friction)[:, None])

@@ -26,7 +26,7 @@ from sim.campaign.commands import compile_sequence
 from sim.campaign.config import COMMAND_AXIS, CampaignConfig
 from sim.campaign.matrix import BatchJob, Scenario
 from sim.kpis import ACTION_TOL, RobotLimits, Trajectory, episode_kpis
-from sim.randomization import PhysicsParams, RandomizationConfig
+from sim.randomization import FIELD_KEYS, NOMINAL, PhysicsParams, RandomizationConfig
 from sim.robot import RobotSpec, build_model, joint_ranges, pd_torques, scaled_gains
 from sim.tasks import ObservationTerm, VelocityTaskConfig, load_task
 from sim.tasks.terms import OBSERVATIONS
@@ -117,12 +117,7 @@ def _twin_randomization(cfg: CampaignConfig, job: BatchJob) -> RandomizationConf
     # ranges pinned to nominal (scenario values come per env through set_params); noise and pushes are twin-wide
     return RandomizationConfig(
         enabled=True,
-        friction=(1.0, 1.0),
-        payload_kg=(0.0, 0.0),
-        motor_strength=(1.0, 1.0),
-        kp_scale=(1.0, 1.0),
-        kd_scale=(1.0, 1.0),
-        latency_s=(0.0, 0.0),
+        **{k: (v, v) for k, v in NOMINAL.items()},
         obs_noise=job.obs_noise,
         push_interval_s=cfg.push_interval_s if job.push_velocity > 0 else 0.0,
         push_velocity=job.push_velocity,
@@ -133,14 +128,7 @@ def _params(scenarios: tuple[Scenario, ...], sim_dt: float) -> PhysicsParams:
     def col(axis: str) -> np.ndarray:
         return np.array([float(s.value(axis)) for s in scenarios])
 
-    return PhysicsParams(
-        friction=col("friction"),
-        payload_kg=col("payload_kg"),
-        motor_strength=col("motor_strength"),
-        kp_scale=col("kp_scale"),
-        kd_scale=col("kd_scale"),
-        latency_steps=np.rint(col("latency_s") / sim_dt).astype(np.int64),
-    )
+    return PhysicsParams.from_columns({k: col(k) for k in FIELD_KEYS}, sim_dt)
 
 
 def run_batch(
