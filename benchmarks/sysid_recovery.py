@@ -1,6 +1,9 @@
-"""System identification and retraining on the field-twin scenario (config/retrain/field_twin.yaml).
+"""System identification and retraining on a field robot, measured against the untuned twin and plain fine-tuning.
 
-The deployed rover artifact runs on the field twin over real ROS 2 (`sim2real sil --field-twin --record`);
+The field robot is the loop's (config/retrain/field_robot_hard.yaml) unless --field-twin names another, such as
+config/retrain/field_twin.yaml (the easy one: twin parameters only).
+
+The deployed rover artifact runs on the field robot over real ROS 2 (`sim2real sil --field-twin --record`);
 `sim2real.retrain.retrain` reads the MCAP logs, identifies the hidden parameters, fine-tunes, validates
 and promotes. Measured:
   - the relative error of each identified parameter against the hidden value;
@@ -10,7 +13,7 @@ and promotes. Measured:
     twin (again over ROS 2), beside the share closed by the same fine-tuning without system identification
     (randomisation ranges of the robot YAML: the second anchor).
 
-    python -m benchmarks.sysid_recovery [--quick] [--artifact DIR]
+    python -m benchmarks.sysid_recovery [--quick] [--artifact DIR] [--field-twin YAML]
 """
 
 from __future__ import annotations
@@ -21,10 +24,6 @@ import os
 import tempfile
 import time
 from pathlib import Path
-
-import yaml
-
-FIELD_TWIN = Path(__file__).resolve().parents[1] / "config" / "retrain" / "field_twin.yaml"
 
 
 def deployed_artifact(root: Path, iterations: int) -> Path:
@@ -44,8 +43,8 @@ def deployed_artifact(root: Path, iterations: int) -> Path:
     return run / "policy"
 
 
-def field_run(artifact: Path, seconds: float, logs: Path, validated: bool = True) -> dict:
-    """Field KPIs of `artifact` on the field twin, from the MCAP logs `sim2real sil` recorded (validated=False:
+def field_run(artifact: Path, field_twin: Path, seconds: float, logs: Path, validated: bool = True) -> dict:
+    """Field KPIs of `artifact` on the field robot, from the MCAP logs `sim2real sil` recorded (validated=False:
     a measurement of an artifact no campaign has passed, which sil otherwise refuses)."""
     from edge.manifest import load_manifest
     from edge.signing import TrustPolicy
@@ -59,7 +58,7 @@ def field_run(artifact: Path, seconds: float, logs: Path, validated: bool = True
         SilRequest(
             str(artifact),
             seconds,
-            field_twin=str(FIELD_TWIN),
+            field_twin=str(field_twin),
             record=str(logs),
             trust=TrustPolicy(allow_unsigned=True, allow_unvalidated=not validated),
         )
@@ -86,41 +85,46 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="30 s field runs, retraining budget 'quick'")
     p.add_argument("--artifact", help="deployed artifact to use (default: train and validate one first)")
     p.add_argument("--keep", help="work directory to keep (default: a temporary one)")
+    p.add_argument("--field-twin", type=Path, help="field robot YAML (default: the loop's for the rover)")
     args = p.parse_args()
 
     from edge.manifest import load_manifest
+    from sim.field_robot import load_field_robot
+    from sim2real.loop.config import field_twin_for
     from sim2real.retrain import RetrainRequest, retrain
 
     seconds, budget = (30.0, "quick") if args.quick else (60.0, "full")
-    hidden = yaml.safe_load(FIELD_TWIN.read_text())
+    field_twin = args.field_twin or field_twin_for("rover")
+    hidden = load_field_robot(field_twin).hidden
     work = Path(args.keep or tempfile.mkdtemp(prefix="sysid-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     artifact = Path(args.artifact) if args.artifact else deployed_artifact(work / "deployed", 60)
     baseline = load_manifest(artifact).campaign_verdict["kpi_means"]
-    before = field_run(artifact, seconds, work / "logs_before")
+    before = field_run(artifact, field_twin, seconds, work / "logs_before")
     result = retrain(
         RetrainRequest(
             work / "logs_before", artifact, work / "retrain", budget=budget, registry=work / "reg.sqlite", force=True
         )
     )
     kpi = (result.drifted_kpis or ["tracking_error_ang"])[0]
-    after = field_run(result.new_artifact, seconds, work / "logs_after")
+    after = field_run(result.new_artifact, field_twin, seconds, work / "logs_after")
     plain = field_run(
-        untuned_finetune(artifact, budget, work / "untuned"), seconds, work / "logs_untuned", validated=False
+        untuned_finetune(artifact, budget, work / "untuned"), field_twin, seconds, work / "logs_untuned", False
     )
 
     def closed(k: dict) -> float:
         return (before[kpi] - k[kpi]) / (before[kpi] - baseline[kpi])
 
-    rel = {k: abs(result.identified.get(k, 0.0) - v) / abs(v) for k, v in hidden.items()}
-    print(f"field twin {FIELD_TWIN.name}: {hidden}; retraining budget {budget}; field runs {seconds:g} s over ROS 2")
+    rel = {k: abs(result.identified[k] - v) / abs(v) for k, v in hidden.items() if k in result.identified}
+    print(f"field robot {field_twin.name}: {hidden}; retraining budget {budget}; field runs {seconds:g} s over ROS 2")
     print(f"{'parameter':<14}{'hidden':>10}{'identified':>12}{'rel. error':>12}  95% interval")
     for k, v in hidden.items():
         e = result.estimates.get(k)
         span = "not identified" if e is None else f"{e['low']:.4g} to {e['high']:.4g}"
         span += f", not determined: {e['why']}" if e and not e["determined"] else ""
-        print(f"{k:<14}{v:>10.4g}{result.identified.get(k, float('nan')):>12.4g}{100 * rel[k]:>11.1f}%  {span}")
+        off = f"{100 * rel[k]:>11.1f}%" if k in rel else f"{'':>12}"
+        print(f"{k:<14}{v:>10.4g}{result.identified.get(k, float('nan')):>12.4g}{off}  {span}")
     reduction = 1 - result.sysid_error_after / result.sysid_error_before
     print(
         f"trajectory error (mean sq. base velocity error, logged commands replayed): untuned twin "
@@ -139,7 +143,8 @@ def main() -> None:
             {
                 "bench": "sysid_recovery",
                 "quick": args.quick,
-                "max_param_rel_error": round(max(rel.values()), 4),
+                "field_robot": field_twin.name,
+                "max_param_rel_error": round(max(rel.values()), 4) if rel else None,
                 "param_rel_error": {k: round(v, 4) for k, v in rel.items()},
                 "identified": result.identified,
                 "inside_interval": {
