@@ -123,7 +123,7 @@ class SimBridge(Node):
                 f"no /joint_commands for {self.timeout_s:g} s: sending the state again ({self.resends} so far)",
                 throttle_duration_sec=5.0,
             )
-            self._publish()
+            self._send(self._sensed)
 
     def _set_mode(self, mode: str, why: str) -> None:
         """Enter a safe mode (hold, damp) or leave it (""); damp drops kp to 0 and keeps kd, hold commands the default
@@ -160,13 +160,23 @@ class SimBridge(Node):
         self._publish()
 
     def _publish(self) -> None:
+        """Sense the twin's state (the field's sensor effects draw their noise here, once per instant) and send it."""
+        self._sensed = self._sense()
+        self._send(self._sensed)
+
+    def _send(self, sensed: list[tuple]) -> None:
+        """Send sensed messages; in lockstep /clock first. A state sent again is the same messages: new noise
+        would make a run's noise depend on how often the bridge had to resend (while the nodes connect, under load)."""
         self._last_publish_wall = time.monotonic()
-        spec, state = self.twin.spec, self.twin.backend.state()
         if self.lockstep:
             self.pub_clock.publish(Clock(clock=to_time_msg(self.sim_time_ns)))
-            stamp = to_time_msg(self.sim_time_ns)
-        else:
-            stamp = self.get_clock().now().to_msg()
+        for publisher, msg in sensed:
+            publisher.publish(msg)
+
+    def _sense(self) -> list[tuple]:
+        """(publisher, message) for the twin's state now, /odom last."""
+        spec, state = self.twin.spec, self.twin.backend.state()
+        stamp = to_time_msg(self.sim_time_ns) if self.lockstep else self.get_clock().now().to_msg()
         quat = state["base_quat"][0]  # w, x, y, z
         lin_base = rotate_world_to_base(state["base_quat"], state["base_lin_vel"])[0]
         ang_base = state["base_ang_vel"][0]
@@ -177,7 +187,7 @@ class SimBridge(Node):
         joints.name = list(spec.joints)
         joints.position = self.field.sense_joints(state["joint_pos"][0]).tolist()
         joints.velocity = state["joint_vel"][0].tolist()
-        self.pub_joints.publish(joints)
+        sensed = [(self.pub_joints, joints)]
 
         imu = Imu()
         imu.header.stamp = stamp
@@ -188,11 +198,11 @@ class SimBridge(Node):
         # specific force: acceleration minus gravity, in the base frame (what an accelerometer reads)
         acc = rotate_world_to_base(state["base_quat"], (self._accel_world + [0.0, 0.0, 9.81])[None])[0]
         imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = (float(v) for v in acc)
-        self.pub_imu.publish(imu)
+        sensed.append((self.pub_imu, imu))
 
         if self.pub_feet is not None:
             forces = self.twin.backend.feet()["contact_force"][0]
-            self.pub_feet.publish(Float64MultiArray(data=[float(f) for f in forces]))
+            sensed.append((self.pub_feet, Float64MultiArray(data=[float(f) for f in forces])))
 
         # /odom last: a logger that aligns each control step on /odom (training.retrain.ingest) then finds the
         # step's /joint_states and /imu/data already written
@@ -207,7 +217,8 @@ class SimBridge(Node):
         odom.twist.twist.linear.x, odom.twist.twist.linear.y, odom.twist.twist.linear.z = (float(v) for v in odom_lin)
         a = odom.twist.twist.angular
         a.x, a.y, a.z = (float(v) for v in odom_ang)
-        self.pub_odom.publish(odom)
+        sensed.append((self.pub_odom, odom))
+        return sensed
 
 
 def main(args: list[str] | None = None) -> None:

@@ -146,6 +146,39 @@ def test_sigkill_loses_only_the_open_chunk(tmp_path):
         assert sum(c.msgcount for c in reader.connections) == len(flushed)
 
 
+def test_a_sil_run_recovers_what_a_recorder_killed_at_its_stop_left(tmp_path, monkeypatch):
+    """run_sil's stop: the recorder stops after the nodes that publish, and a recorder killed before it finalised
+    (a loaded machine past the grace) leaves no log behind `.partial/`, where the loop's analysis does not look: its
+    complete chunks are recovered into a finalised segment, with a WARN."""
+    from sim2real.sil.processes import NodeProcesses
+    from sim2real.sil.run import recover_recording
+    from tests.ros_helpers import probe_node, ros_env
+    from training.retrain.ingest import log_files
+
+    for k, v in ros_env().items():
+        if k.startswith("ROS_"):
+            monkeypatch.setenv(k, v)
+    out = tmp_path / "logs"
+    nodes = NodeProcesses()
+    try:
+        nodes.start("field_recorder", {"output_dir": out, "topics": "['/instruction']", "segment_s": 600.0})
+        with probe_node() as (node, executor):
+            time.sleep(1.5)
+            _publish_instructions(node, executor, until=lambda: _partial_bytes(out) > 2_000_000)
+        nodes.procs["field_recorder"].kill()
+        nodes.procs["field_recorder"].wait()
+    finally:
+        killed = nodes.stop()
+    assert killed == [] and log_files(out) == []  # nothing finalised: the run's log is all under .partial/
+    flushed = _sequence_numbers(next((out / ".partial").glob("*/*.mcap")))
+    with pytest.warns(UserWarning, match=r"field_recorder exited before finalising its segment: recovered \d+"):
+        (recovered,) = recover_recording(str(out), killed)
+    assert recovered["messages"] == len(flushed) > 500
+    (segment,) = log_files(out)
+    assert segment.parent == Path(recovered["segment"]) and _sequence_numbers(segment) == flushed
+    assert recover_recording(str(out), killed) == [] and recover_recording("", killed) == []
+
+
 def test_disk_full_keeps_what_was_written_and_reports_error(tmp_path):
     """A recorder that can write only 2 MB (RLIMIT_FSIZE: writes fail with EFBIG as on a full disk) stays up, says
     ERROR on /diagnostics, and what it wrote stays readable and is recovered on its next start."""

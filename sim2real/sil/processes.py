@@ -17,6 +17,8 @@ from pathlib import Path
 from sim2real.errors import UserError
 
 STOP_WAIT_S = 10.0  # a node that has not exited this long after SIGINT is killed
+# the recorder stops last, once nothing publishes, and gets longer to finalise its segment on a loaded machine
+RECORDER_STOP_WAIT_S = 60.0
 ROBOT_NODES = ("policy_node", "instruction_node", "field_recorder")  # what the robot itself runs
 
 
@@ -53,13 +55,25 @@ class NodeProcesses:
         if dead:
             raise UserError(f"{dead[0]} exited early: {self.last_line(dead[0])} (logs: {self.log_dir})")
 
-    def stop(self) -> None:
-        for p in self.procs.values():
+    def stop(self) -> list[str]:
+        """SIGINT every node, the recorder last (it records up to the others' last message); returns the nodes that
+        had to be killed."""
+        producers = {n: p for n, p in self.procs.items() if n != "field_recorder"}
+        killed = self._interrupt(producers, STOP_WAIT_S)
+        recorder = {n: p for n, p in self.procs.items() if n == "field_recorder"}
+        return killed + self._interrupt(recorder, RECORDER_STOP_WAIT_S)
+
+    @staticmethod
+    def _interrupt(procs: dict[str, subprocess.Popen], wait_s: float) -> list[str]:
+        for p in procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
-        for p in self.procs.values():
+        killed = []
+        for name, p in procs.items():
             try:
-                p.wait(timeout=STOP_WAIT_S)
+                p.wait(timeout=wait_s)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+                killed.append(name)
+        return killed

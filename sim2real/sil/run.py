@@ -114,8 +114,30 @@ def run_sil(request: SilRequest, progress: Callable[[float], None] | None = None
     finally:
         session.close()
         rclpy.shutdown(context=context)
-        nodes.stop()
-    return summarise(request, robot, session.operator, nodes)
+        killed = nodes.stop()
+        recovered = recover_recording(request.record, killed)
+    summary = summarise(request, robot, session.operator, nodes)
+    if recovered:
+        summary["recovered_segments"] = recovered
+    return summary
+
+
+def recover_recording(record: str, killed: list[str]) -> list[dict]:
+    """What a recorder that was killed (or crashed) before finalising left under `.partial/`, rewritten into
+    finalised segments as its next start would: a run's log is never left where a reader skips it. A WARN each."""
+    from ros_nodes.recovery import recover_partial_segments
+
+    if not record:
+        return []
+    recovered = recover_partial_segments(record)
+    why = "was killed" if "field_recorder" in killed else "exited"
+    for r in recovered:
+        warnings.warn(
+            f"WARN field_recorder {why} before finalising its segment: recovered {r.messages} messages into "
+            f"{r.segment}" + (f" ({r.damage})" if r.damage else ""),
+            stacklevel=3,
+        )
+    return [{"segment": str(r.segment), "messages": r.messages, "damage": r.damage} for r in recovered]
 
 
 def check_artifacts(request: SilRequest) -> Manifest:
