@@ -133,6 +133,9 @@ def test_a_typed_instruction_gets_two_sampled_plans_to_rate(tmp_path, browser):
         page.fill("#typed", "back up a little, then turn right")
         page.click("#sample")
         playwright.expect(page.locator("#instruction")).to_have_text("back up a little, then turn right", timeout=60000)
+        # the page's own script navigated here: its buttons get their listeners once the page has loaded (in one
+        # loaded clean-clone CI run the click came before, and 'stored: b' never showed)
+        page.wait_for_load_state()
         assert page.locator("svg polyline").count() == 2  # both sampled plans executed in the twin
         (pair,) = store.pairs()
         assert pair.origin == "typed" and pair.plan_a != pair.plan_b and pair.expect is None
