@@ -111,12 +111,13 @@ def retrain_budgets() -> str:
     rows = []
     for name, b in RetrainConfig.from_yaml().budgets.items():
         s = b.sysid
+        legged = f" ({b.finetune_legged['iterations']} for legged robots)" if "iterations" in b.finetune_legged else ""
         rows.append(
             (
                 name,
                 f"{s.windows} windows x {s.window_s:g} s; CMA-ES population {s.population} x {s.generations} "
                 f"generations, {s.runs} runs",
-                f"{b.finetune.get('iterations', 'the run config')} iterations",
+                f"{b.finetune.get('iterations', 'the run config')} iterations{legged}",
                 b.campaign,
             )
         )

@@ -118,8 +118,8 @@ def test_loop_refuses_bad_input_in_one_line(tmp_path):
 def test_each_robot_meets_its_own_field_twin():
     from sim2real.loop.config import LoopConfig
 
-    assert Path(LoopConfig(robot="quadruped", out="-").field_twin).name == "field_twin_quadruped.yaml"
-    assert Path(LoopConfig(robot="rover", out="-").field_twin).name == "field_twin.yaml"  # the rover's, the default
+    assert Path(LoopConfig(robot="quadruped", out="-").field_twin).name == "field_robot_hard_quadruped.yaml"
+    assert Path(LoopConfig(robot="rover", out="-").field_twin).name == "field_robot_hard.yaml"  # the default
     assert LoopConfig(robot="quadruped", out="-", field_twin="mine.yaml").field_twin == "mine.yaml"
 
 

@@ -102,3 +102,19 @@ def test_a_resumed_stage_reads_the_typed_output_of_one_recorded_before(tmp_path:
     assert seen == [Exported(artifact="/r/policy", sha256="ab")]
     assert run.results["validate"] == OLD_RECORDS["validate"] | {"figure": "checked"}
     assert json.loads((tmp_path / "loop.json").read_text())["stages"]["validate"]["result"] == run.results["validate"]
+
+
+def test_a_roll_back_deploys_the_exported_artifact_again(tmp_path: Path):
+    """The final stage's rollback (sim2real.loop.stages.roll_back): the retrained artifact that made the field worse
+    stays in the loop's registry, and the artifact the loop exported is its robot's deployed one again."""
+    from sim2real.loop.stages import registry_path, roll_back
+    from training.retrain.registry import Registry
+
+    ctx = StageContext(None, tmp_path, {"export": OLD_RECORDS["export"]}, lambda *a: None)
+    with Registry(registry_path(ctx)) as reg:
+        reg.add_artifact("ab", Path("/r/policy"), "rover", "run-1", None)
+        reg.add_artifact("cd", Path("/r/retrain/policy"), "rover", "run-2", None, parent_sha256="ab")
+        reg.mark_deployed("cd", "rover")
+    assert roll_back(ctx) == "ab"
+    with Registry(registry_path(ctx)) as reg:
+        assert reg.deployed("rover")["sha256"] == "ab" and reg.artifact("cd")["parent_sha256"] == "ab"

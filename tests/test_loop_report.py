@@ -152,3 +152,30 @@ def test_a_retraining_shows_its_fit_campaigns_and_lineage(tmp_path, results):
     assert "quick pass" in shown and "promoted: nothing got worse" in shown
     assert "tracking_error_lin: 87% of the field-vs-campaign gap closed" in shown
     assert "logs a.mcap 3 episodes" in shown and "field, operator script, retrained 0.12 0.3" in shown
+
+
+def test_a_rolled_back_retraining_shows_the_first_artifact_in_service(tmp_path, results):
+    results["retrain"] = record({"promoted": True, "new_artifact": "retrain/policy", "lineage": [{"kind": "logs"}]})
+    results["final"] = record(
+        {
+            "artifact": "retrain/policy",
+            "promoted": True,
+            "logs": "field_logs_final",
+            "field_kpis": {"tracking_error_lin": 0.12, "tracking_error_ang": 0.4},
+            "gap_closed": {"tracking_error_ang": -0.27},
+            "rolled_back": True,
+        },
+        "warn",
+    )
+    shown = text(write_report(tmp_path, Run(tmp_path, results)).read_text())
+    assert "Lineage of the artifact in service policy the first artifact, in service again" in shown
+    assert "tracking_error_ang: -27% of the field-vs-campaign gap closed" in shown
+
+
+def test_a_copied_run_directory_links_its_campaign_report_where_it_was_written(tmp_path, results):
+    """A run directory copied elsewhere and resumed: its validate stage's record still names the first directory's
+    campaign report, and the report links there instead of failing."""
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shown = text(write_report(copy, Run(copy, results)).read_text())
+    assert "full report with worst-case trajectories: ../validation/report.html" in shown

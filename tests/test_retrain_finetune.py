@@ -4,10 +4,11 @@ ranges centred where system identification put them."""
 import pytest
 import torch
 
+from sim2real.retrain.pipeline import finetune_ranges
 from training.ppo.checkpoint import load_checkpoint
 from training.ppo.config import ConfigError, PPOConfig
 from training.ppo.runner import PPORunner
-from training.retrain.config import RetrainConfig
+from training.retrain.config import Budget, RetrainConfig
 
 SMALL = {
     "num_envs": 16,
@@ -70,5 +71,28 @@ def test_randomisation_centred_on_identified_values():
         assert ((runner.env.twin.params.payload_kg >= 2.5) & (runner.env.twin.params.payload_kg <= 3.5)).all()
     finally:
         runner.close()
+    # a centre of mass behind the base's stays behind it; joint friction, which cannot be negative, stops at zero
+    ranges = RetrainConfig.from_yaml().centred_ranges({"payload_com_x": -0.1, "joint_friction": 0.02})
+    assert ranges["payload_com_x"] == pytest.approx([-0.12, -0.08]) and ranges["joint_friction"] == [0.0, 0.07]
+    # a parameter the logs do not determine is randomised over its whole 95% interval (any value in it may be the
+    # robot's) and the twin as trained; a sysid record from before intervals existed centres on every value
+    estimates = {
+        "payload_kg": {"value": 3.0, "low": 2.9, "high": 3.1, "determined": True},
+        "latency_s": {"value": 0.09, "low": 0.05, "high": 0.1, "determined": False},
+        "kp_scale": {"value": 0.8, "low": 0.6, "high": 0.85, "determined": False},
+    }
+    ranges = finetune_ranges(RetrainConfig.from_yaml(), {"values": {}, "estimates": estimates})
+    assert ranges == {"payload_kg": pytest.approx([2.5, 3.5]), "latency_s": [0.0, 0.1], "kp_scale": [0.6, 1.0]}
+    old = finetune_ranges(RetrainConfig.from_yaml(), {"values": {"latency_s": 0.09}})
+    assert old == {"latency_s": pytest.approx([0.08, 0.1])}
     with pytest.raises(ConfigError, match=r"randomization_ranges: unknown key\(s\) gravity"):
         PPOConfig.for_robot("rover", randomization_ranges={"gravity": [1, 2]})
+
+
+def test_a_legged_robot_fine_tunes_with_the_budgets_legged_overrides():
+    quick = RetrainConfig.from_yaml().budget("quick")
+    legged, wheeled = quick.finetune_for(legged=True), quick.finetune_for(legged=False)
+    assert wheeled == quick.finetune and legged["iterations"] == quick.finetune_legged["iterations"]
+    assert legged["learning_rate"] == quick.finetune["learning_rate"]  # the rest as for every robot
+    with pytest.raises(ConfigError, match="finetune_legged"):
+        Budget(finetune_legged={"iterationz": 3})

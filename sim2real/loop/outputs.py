@@ -188,8 +188,9 @@ class Checked(StageOutput):
     """The final deployment check; details: its KPI summary (sim2real.sil.run_sil)."""
 
     stage = "final"
-    artifact: str  # the artifact in service
+    artifact: str  # the artifact measured: the promoted one, else the original
     promoted: bool
     logs: str
     field_kpis: dict[str, float]
     gap_closed: dict[str, float | None]  # drifted KPI -> share of its field-vs-campaign gap closed
+    rolled_back: bool = False  # the promoted artifact made the field worse: the original is in service again

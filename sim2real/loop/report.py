@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 from pathlib import Path
 
 from edge.fileio import atomic_write_bytes
@@ -20,6 +21,7 @@ from sim2real.loop.outputs import (
     Analysed,
     Checked,
     Deployed,
+    Exported,
     Instructed,
     Retrained,
     Trained,
@@ -150,7 +152,8 @@ def _campaign(stages: dict, out: Path) -> str:
     summary = json.loads(Path(validated.summary_file).read_text())
     cfg = load_campaign(summary["campaign"])
     names = list(summary["kpis"])
-    link = html.escape(str(Path(validated.report).resolve().relative_to(out.resolve())))
+    # relative to the report: a run directory moved or copied after its campaign links to where the campaign wrote
+    link = html.escape(os.path.relpath(Path(validated.report).resolve(), out.resolve()))
     episodes, passing = validated.episodes, validated.episodes - validated.failing_episodes
     parts = [
         f"<h2>Validation campaign {_badge('pass' if validated.passed else 'fail')}</h2>",
@@ -334,16 +337,16 @@ def _lineage(stages: dict, out: Path) -> str:
     final = Checked.recorded(stages)
     if final is None:
         return _pending("Lineage of the artifact in service")
-    artifact = final.artifact
     retrained = Retrained.recorded(stages)
-    chain = (retrained.lineage if retrained else None) or []
+    exported = Exported.recorded(stages)
+    if final.rolled_back and exported:  # the retrained artifact made the field worse: the first one is back
+        artifact, chain = exported.artifact, []
+        first = "the first artifact, in service again: the retrained one made the field worse and was rolled back"
+    else:
+        artifact, chain = final.artifact, (retrained.lineage if retrained else None) or []
+        first = "the first artifact: trained and validated by this run (stages above)"
     rows = [[str(step.get("kind", "")), str(step.get("ref", "")), str(step.get("detail", ""))] for step in chain]
     return (
         f"<h2>Lineage of the artifact in service</h2><p class='note'><code>{html.escape(str(artifact))}</code>"
-        "</p>"
-        + (
-            html_table(["step", "what", "detail"], rows)
-            if rows
-            else "<p class='note'>the first artifact: trained and validated by this run (stages above)</p>"
-        )
+        "</p>" + (html_table(["step", "what", "detail"], rows) if rows else f"<p class='note'>{html.escape(first)}</p>")
     )

@@ -370,7 +370,8 @@ def retrain(ctx: StageContext) -> StageResult:
 # ---------------------------------------------------------------------------------------------------- 8 final
 def final(ctx: StageContext) -> StageResult:
     """The artifact in service (promoted, or the original one) drives the operator's script on the same field
-    twin again: how much of the field-vs-campaign gap of each drifted KPI retraining closed."""
+    twin again: how much of the field-vs-campaign gap of each drifted KPI retraining closed. A promoted artifact that
+    made a drifted KPI worse in the field is rolled back: the one it replaced is deployed again."""
     from edge.manifest import load_manifest
     from edge.validation import require_validated
 
@@ -394,6 +395,9 @@ def final(ctx: StageContext) -> StageResult:
         for kpi, c in closed.items()
         if c is not None
     )
+    rolled_back = promoted and any(c is not None and c < 0 for c in closed.values())
+    if rolled_back:
+        figure += f"; worse in the field: rolled back, {roll_back(ctx)} in service again"
     verdict = PASS if not run["falls"] and all(c is None or c >= 0.5 for c in closed.values()) else WARN
     return StageResult(
         verdict,
@@ -406,9 +410,21 @@ def final(ctx: StageContext) -> StageResult:
                 "logs": str(logs),
                 "field_kpis": after,
                 "gap_closed": closed,
+                "rolled_back": rolled_back,
             }
         ),
     )
+
+
+def roll_back(ctx: StageContext) -> str:
+    """The artifact the loop exported is the deployed one of its robot again in the loop's registry (the promoted
+    one stays registered, with its campaigns, and is no longer deployed); returns its policy's short hash."""
+    from training.retrain.registry import Registry
+
+    sha = Exported.of(ctx).sha256
+    with Registry(registry_path(ctx)) as reg:
+        reg.mark_deployed(sha, reg.artifact(sha)["robot"])
+    return sha[:12]
 
 
 def failed(ctx: StageContext, result: dict) -> bool:

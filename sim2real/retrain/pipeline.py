@@ -165,7 +165,7 @@ def retrain(
         # the retraining budget's sizes, by the stage that reads them
         sizes = Budget(
             plan.name,
-            {"sysid": plan, "finetune": plan.finetune, "campaigns": plan.campaign},
+            {"sysid": plan, "finetune": plan.finetune_for(bool(spec.feet)), "campaigns": plan.campaign},
             EXPECTED_S.get(plan.name, {}),
         )
         run = PIPELINE.open(out_dir, record).execute(inputs, sizes, progress)
@@ -327,6 +327,13 @@ def determined(sysid: dict) -> dict[str, float]:
     return {k: e["value"] for k, e in sysid["estimates"].items() if e["determined"]}
 
 
+def finetune_ranges(cfg: RetrainConfig, sysid: dict) -> dict[str, list[float]]:
+    """RetrainConfig.finetune_ranges for a sysid record: its determined values, and the others' intervals."""
+    estimates = sysid.get("estimates", {})
+    undetermined = {k: (e["low"], e["high"]) for k, e in estimates.items() if not e["determined"]}
+    return cfg.finetune_ranges(determined(sysid), undetermined)
+
+
 def plot_fit(spec, window, identified: dict, path: Path) -> None:
     """The logged base velocities of one replay window beside the untuned and the identified twin's."""
     import matplotlib
@@ -360,7 +367,7 @@ def _finetune(ctx: StageContext) -> dict:
     run = ctx.config
     registered = (run.reg.artifact(run.parent_sha) or {}).get("training_run_dir")
     source = training_run_dir(run.artifact, run.manifest, registered)
-    ranges = run.cfg.centred_ranges(determined(ctx.results["sysid"]))
+    ranges = finetune_ranges(run.cfg, ctx.results["sysid"])
     root = ctx.out / "train"
     robot = run.manifest.robot["name"]
     ppo = finetune_config(source, ranges, root, ctx.settings, run.request.seed)

@@ -10,7 +10,7 @@ from pathlib import Path
 from edge.config import check_values, load_dataclass, setting
 from edge.resources import config_path
 from sim.kpis import KPI_UNITS
-from sim.randomization import FIELD_KEYS, RandomizationConfig
+from sim.randomization import FIELD_KEYS, NOMINAL, SIGNED_KEYS, RandomizationConfig
 from training.errors import ConfigError
 from training.ppo.config import PPOConfig
 from training.retrain.sysid import SysIdConfig
@@ -34,11 +34,20 @@ class SysIdSizes:
 class Budget:
     sysid: SysIdSizes = field(default_factory=SysIdSizes)
     finetune: dict = setting({}, "PPOConfig overrides on top of the deployed run's config.yaml")
+    finetune_legged: dict = setting(
+        {},
+        "for a robot with feet, PPOConfig overrides on top of finetune: a legged iteration costs several of a rover's",
+    )
     campaign: str = setting("quick", "the standard campaign re-run (name or YAML path)")
     name: str = setting("", "the budget's name in retrain.yaml, or its file's stem")
 
     def __post_init__(self) -> None:
         check_values(PPOConfig, self.finetune, name="finetune", error=ConfigError)  # fails now, not after sysid
+        check_values(PPOConfig, self.finetune_legged, name="finetune_legged", error=ConfigError)
+
+    def finetune_for(self, legged: bool) -> dict:
+        """The fine-tuning's PPOConfig overrides for a robot with feet (legged) or without."""
+        return {**self.finetune, **self.finetune_legged} if legged else dict(self.finetune)
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,15 @@ class PromotionRule:
     kpis: tuple[str, ...] = setting(
         ("tracking_error_lin", "tracking_error_ang", "falls"), "KPIs compared", choices=KPI_UNITS, noun="KPI"
     )
-    tolerance: float = setting(0.05, "summed over the KPIs: change / gate limit", ge=0)
+    tolerance: float = setting(
+        0.05, "identified-twin campaign: summed over the KPIs, change / gate limit the new artifact may give up", ge=0
+    )
+    nominal_tolerance: float = setting(
+        0.25,
+        "standard campaign (the nominal twin): summed over the KPIs, change / gate limit the new artifact may give up "
+        "in fitting the robot as identified",
+        ge=0,
+    )
     per_kpi: float = setting(0.25, "any one KPI: change / gate limit", ge=0)
     min_abs: float = setting(0.01, "changes smaller than this (KPI units) do not count", ge=0)
 
@@ -125,8 +142,20 @@ class RetrainConfig:
         for name, value in identified.items():
             half = self.centre.get(name, CentreRule(relative=DEFAULT_SPREAD)).half_width(value)
             low, high = value - half, value + half
-            if name != "payload_kg":  # the others are non-negative; friction and strengths must stay positive
-                low = max(low, 0.0 if name == "latency_s" else 1e-3)
+            if name not in SIGNED_KEYS:  # the others are non-negative; friction and scales must stay positive
+                low = max(low, 0.0 if NOMINAL[name] == 0 else 1e-3)
             ranges[name] = [low, max(high, low)]
-        RandomizationConfig.from_dict(ranges, "centred randomisation")  # fails here, not in a training worker
+        return ranges
+
+    def finetune_ranges(
+        self, identified: dict[str, float], undetermined: dict[str, tuple[float, float]]
+    ) -> dict[str, list[float]]:
+        """The fine-tuning's randomisation: centred on each value the logs determine (`identified`), and over the
+        95% interval of each they do not, widened to take in the twin as trained: the values the logs cannot
+        exclude, so that the policy holds at any of them (a robot the twin cannot match leaves the parameters that
+        matter undetermined, and their nominal ranges miss it), without losing what the standard campaign checks."""
+        ranges = self.centred_ranges(identified)
+        for name, (low, high) in undetermined.items():
+            ranges[name] = [min(low, NOMINAL[name]), max(high, NOMINAL[name])]
+        RandomizationConfig.from_dict(ranges, "fine-tuning randomisation")  # fails here, not in a training worker
         return ranges

@@ -1,7 +1,8 @@
 """Promotion of a retrained artifact: the campaigns' gates pass and, campaign by campaign, it is not worse than
 the deployed artifact run through the same scenarios: no scenario regresses (fails where the deployed artifact
 passes), and the KPI means use up no more of their gate limits' margin (summed over the KPIs, each change as
-a fraction of its limit; no single one beyond a larger bound). Promoting writes
+a fraction of its limit; no single one beyond a larger bound) than the campaign allows: little on the identified
+twin, more on the nominal twin, which the robot no longer is. Promoting writes
 the standard campaign's verdict into the artifact's manifest (sim.campaign.promotion.make_verdict, what
 deployment checks) and marks it deployed in the lineage registry."""
 
@@ -34,7 +35,9 @@ class CampaignCheck:
     def worse(self, rule: PromotionRule) -> list[str]:
         """Why the new artifact is worse than the deployed one here: scenarios that regress; a KPI mean that moved
         toward its gate limit by more than `per_kpi` of the limit; or, summed over the KPIs, more of the limits'
-        margin used up than `tolerance` (KPIs gated at 0, e.g. falls, count in units)."""
+        margin used up than the campaign's tolerance (KPIs gated at 0, e.g. falls, count in units): `tolerance` on
+        the identified twin, the robot as its logs show it, and `nominal_tolerance` on the standard campaign's
+        nominal twin, which a policy fitted to a robot that has drifted from it serves a little less well."""
         out = (
             [f"{self.regressions} scenario(s) of {self.name} fail that the deployed artifact passes"]
             if self.regressions
@@ -50,7 +53,7 @@ class CampaignCheck:
             for k, u in used.items()
             if u > rule.per_kpi
         ]
-        if sum(used.values()) > rule.tolerance:
+        if sum(used.values()) > (rule.nominal_tolerance if self.kind == "standard" else rule.tolerance):
             out.append(
                 f"{self.name}: the KPIs use {100 * sum(used.values()):.0f}% more of their gates' margin "
                 "than the deployed artifact's ("
