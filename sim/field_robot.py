@@ -3,7 +3,8 @@
 A field robot YAML (config/retrain/field_*.yaml) holds the twin parameters the robot hides (keys of
 sim.randomization.FIELD_KEYS, which system identification searches: payload and its centre of mass, joint
 friction, gains, delay) and, under `effects:`, what no parameter of the training twin expresses: drives that answer
-with a first-order lag (the twin has a pure delay), and sensors with bias, noise, an offset and wheel slip.
+with a first-order lag (the twin has a pure delay), a delay that jitters from one control period to the next, and
+sensors with bias, noise, an offset and wheel slip.
 sim_bridge_node applies both; system identification then fits what it can, and the replay error left over is the
 reality gap it cannot close.
 """
@@ -37,6 +38,13 @@ class FieldEffects:
         0.0, "odometry reads (1 - slip) of the base's true velocity: wheels that slip", ge=0, le=0.5
     )
     encoder_offset_rad: float = setting(0.0, "a constant offset on every joint position reading (rad or m)")
+    latency_jitter_s: float = setting(
+        0.0,
+        "each control period's commands reach the drives up to this much later than the delay, uniformly at random "
+        "in whole physics steps (s): a bus or an executor that is not on time",
+        ge=0,
+        le=0.2,
+    )
     seed: int = setting(0, "seed of the sensor noise", ge=0)
 
 
@@ -74,6 +82,9 @@ class FieldRobot:
         # parameters to the nominal twin's (after a fall, the caller sets them again)
         twin.max_episode_steps = np.iinfo(np.int64).max
         self._rng = np.random.default_rng(self.effects.seed)
+        # the jitter's own draws, so that the sensor noise stays what it was with or without it
+        self._jitter_rng = np.random.default_rng([self.effects.seed, 1])
+        self._jitter_steps = int(round(self.effects.latency_jitter_s / twin.spec.physics_dt))
         self._applied: np.ndarray | None = None
         # the lag's discrete step per control period: exact for a target held over the period
         lag = self.effects.motor_lag_s
@@ -81,7 +92,10 @@ class FieldRobot:
 
     def act(self, action: np.ndarray) -> np.ndarray:
         """The action the drives apply this control step for the one commanded: lagged (actions are affine in
-        the joint targets, so this is the lag of the targets)."""
+        the joint targets, so this is the lag of the targets), and late by the delay plus this period's jitter."""
+        if self._jitter_steps:
+            late = self._jitter_rng.integers(0, self._jitter_steps + 1, size=self.twin.num_envs)
+            self.twin.set_latency(self.params.latency_steps + late)
         if self._applied is None or self._alpha == 1.0:
             self._applied = np.array(action, dtype=np.float64)
         else:

@@ -217,13 +217,27 @@ class BatchedTwin(gym.vector.VectorEnv):
     def set_params(self, params: PhysicsParams, env_ids: np.ndarray | None = None) -> None:
         """Fix physical parameters (e.g. a field twin's hidden offsets) until the next reset of those envs."""
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
-        needed = int(params.latency_steps.max()) // self.spec.physics_steps + 2
-        if needed > self._history_len:  # keep enough past targets for the longest delay
+        self._keep_targets_for(int(params.latency_steps.max()))
+        self.params.assign(ids, params)
+        self.backend.set_params(ids, params)
+
+    def set_latency(self, steps: np.ndarray, env_ids: np.ndarray | None = None) -> None:
+        """Set the actuation delay alone, in physics steps, from the next step on: what a field robot's timing
+        jitter changes every control period (the delay is the twin's own; the physics is left as it is)."""
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        steps = np.asarray(steps, dtype=np.int64)
+        if np.any(steps < 0):
+            raise ValueError("an actuation delay cannot be negative")
+        self._keep_targets_for(int(steps.max()))
+        self.params.latency_steps[ids] = steps
+
+    def _keep_targets_for(self, latency_steps: int) -> None:
+        """Keep enough past targets for a delay of latency_steps physics steps."""
+        needed = latency_steps // self.spec.physics_steps + 2
+        if needed > self._history_len:
             extra = np.repeat(self._target_history[-1:], needed - self._history_len, axis=0)
             self._target_history = np.concatenate([self._target_history, extra])
             self._history_len = needed
-        self.params.assign(ids, params)
-        self.backend.set_params(ids, params)
 
     def safe_action(self) -> np.ndarray:
         """The action that holds the default pose (position) or stops the joints (velocity, torque)."""

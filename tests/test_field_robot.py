@@ -44,6 +44,7 @@ def test_the_shipped_hard_field_robots_load(path):
         ("effects: [1, 2]\n", "effects must be a mapping"),
         ("effects: {odom_slip: 0.9}\n", "odom_slip"),
         ("effects: {gyro_bias: [0.1]}\n", "gyro_bias"),
+        ("effects: {latency_jitter_s: -0.01}\n", "latency_jitter_s"),
     ],
 )
 def test_a_bad_field_robot_is_refused_naming_the_file_and_the_key(tmp_path, text, says):
@@ -82,6 +83,31 @@ def test_the_drives_lag_their_targets_as_a_first_order_system():
     np.testing.assert_allclose(applied, 1 - np.exp(-np.arange(1, 4)))  # one time constant per control period
     plain = FieldRobot(twin(), FieldRobotConfig())
     assert plain.act(np.ones(2))[0] == 1.0
+
+
+def test_the_delay_jitters_from_one_control_period_to_the_next_within_its_bound():
+    """Each period's commands are late by the hidden delay plus 0 to latency_jitter_s, in whole physics steps, each
+    value as likely; the twin's own delay stays what the hidden parameters say."""
+    t = twin()
+    dt = t.spec.physics_dt
+    robot = FieldRobot(t, FieldRobotConfig({"latency_s": 4 * dt}, FieldEffects(latency_jitter_s=3 * dt)))
+    late = []
+    for _ in range(800):
+        robot.act(np.zeros(2))
+        t.step(np.zeros((1, 2)))
+        late.append(int(t.params.latency_steps[0]))
+    counts = np.bincount(late, minlength=8)[4:]
+    assert sum(counts) == len(late) and np.all(counts > 150), counts  # 4 to 7 steps, about 200 each
+    assert np.any(np.diff(late) != 0)  # it changes between periods
+    assert robot.params.latency_steps[0] == 4
+
+
+def test_a_jittered_delay_is_a_gap_that_the_true_delay_cannot_replay():
+    hidden = {"latency_s": 0.04}
+    spec, steady = drive_and_log(FieldRobotConfig(hidden))
+    _, jittered = drive_and_log(FieldRobotConfig(hidden, FieldEffects(latency_jitter_s=0.04)))
+    assert replay_errors(spec, steady, [hidden])[0] < 1e-12
+    assert replay_errors(spec, jittered, [hidden])[0] > 1e-5
 
 
 def test_sensors_read_with_bias_offset_slip_and_noise():
