@@ -252,6 +252,11 @@ class Session:
             self.wait_for("field_recorder", lambda: all(self.subscribed("field_recorder", t) for t in SENSOR_TOPICS))
         if request.instructions:
             self.wait_for("instruction_node", lambda: self.subscribed("instruction_node", "/instruction"), MODEL_LOAD_S)
+            if request.record:  # the recorder subscribes once it discovers this operator's publisher, which may be late
+                self.wait_for("field_recorder", lambda: self.subscribed("field_recorder", "/instruction"))
+            # the first instruction goes out at time zero: every subscriber must be connected to hear it
+            publisher = self.operator.pub_instruction
+            self.wait_for("the operator's /instruction", lambda: self.all_matched(publisher, "/instruction"))
 
     def activate_policy(self) -> None:
         """Configure policy_node, wait until it is connected to its command source, activate it."""
