@@ -17,7 +17,14 @@ from ros_nodes.watchdog import Fault, Watchdog
 
 
 class PolicyController:
-    def __init__(self, policy: Policy, stale_s: float, cmd_timeout_s: float, cmd_overrides: list[float]):
+    def __init__(
+        self,
+        policy: Policy,
+        stale_s: float,
+        cmd_timeout_s: float,
+        cmd_overrides: list[float],
+        gyro_bias: np.ndarray | None = None,
+    ):
         m = policy.manifest
         self.policy, self.cmd_timeout_s = policy, cmd_timeout_s
         self.joint_names = list(m.joint_names)
@@ -29,7 +36,8 @@ class PolicyController:
         self.position_controlled = m.control["mode"] == "position"
         self.estop = False  # engaged by ~/estop (topic or service) until released
         self.watchdog = Watchdog(self.layout, stale_s)
-        self.inputs = PolicyInputs(self.joint_names, self.offset, *command_limits(m.command_limits, cmd_overrides))
+        limits = command_limits(m.command_limits, cmd_overrides)
+        self.inputs = PolicyInputs(self.joint_names, self.offset, *limits, gyro_bias)
         # the gait clock, for a policy that observes gait_phase: one control period of the manifest per policy step,
         # as the twin counts an episode's steps, whatever rate the node ticks at
         self.clocked = any(t.name == "gait_phase" for t in self.layout.terms)

@@ -38,11 +38,20 @@ def stamp_ns(header) -> int:
 
 class PolicyInputs:
     """`values` (term -> physical value), `received` (input -> time it came, on the caller's clock), `header_ns`
-    (input -> its header stamp) and the /cmd_vel command, clamped to its limits."""
+    (input -> its header stamp) and the /cmd_vel command, clamped to its limits. `gyro_bias` (x, y, z, rad/s): the
+    IMU's calibrated bias, taken off its angular velocity."""
 
-    def __init__(self, joint_names: list[str], default_pose: np.ndarray, cmd_low: np.ndarray, cmd_high: np.ndarray):
+    def __init__(
+        self,
+        joint_names: list[str],
+        default_pose: np.ndarray,
+        cmd_low: np.ndarray,
+        cmd_high: np.ndarray,
+        gyro_bias: np.ndarray | None = None,
+    ):
         self.joint_names, self.default_pose = list(joint_names), default_pose
         self.cmd_low, self.cmd_high = cmd_low, cmd_high
+        self.gyro_bias = np.zeros(3) if gyro_bias is None else np.asarray(gyro_bias, dtype=np.float64)
         self.values: dict[str, np.ndarray] = {}
         self.received: dict[str, float] = {}
         self.header_ns: dict[str, int] = {}
@@ -69,7 +78,7 @@ class PolicyInputs:
     def imu(self, msg: Imu, now: float) -> int:
         q, w = msg.orientation, msg.angular_velocity
         self.values["projected_gravity"] = np.array(projected_gravity_one(q.w, q.x, q.y, q.z))
-        self.values["base_ang_vel"] = np.array([w.x, w.y, w.z])
+        self.values["base_ang_vel"] = np.array([w.x, w.y, w.z]) - self.gyro_bias
         return self._came("imu", msg.header, now)
 
     def odom(self, msg: Odometry, now: float) -> int:

@@ -73,7 +73,7 @@ class PolicyNode(Node):
         m = policy.manifest
         self.period = 1.0 / p.rate_hz if p.rate_hz > 0 else m.control_period
         self.control = PolicyController(
-            policy, p.stale_periods * self.period, p.cmd_timeout_s, [p.max_vx, p.max_vy, p.max_wz]
+            policy, p.stale_periods * self.period, p.cmd_timeout_s, [p.max_vx, p.max_vy, p.max_wz], p.gyro_bias
         )
         self.control.estop = self._estop
         self.control.safe_mode = p.safe_mode or self.control.safe_mode

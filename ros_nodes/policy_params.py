@@ -4,8 +4,10 @@ at configure."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from edge.errors import ConfigError
 from edge.manifest import SAFE_MODES
 from edge.runtime import BACKENDS
 from ros_nodes.joint_output import OUTPUT_TYPES
@@ -42,6 +44,11 @@ class PolicyParams:
         "instant are in (the driver sets the rate; the timer then only watches for silence)",
         choices=TRIGGERS,
     )
+    gyro_bias: tuple[float, ...] = parameter(
+        (0.0, 0.0, 0.0),
+        "the IMU's angular-velocity bias (x, y, z, rad/s), taken off every /imu/data reading: a calibration, e.g. the "
+        "one `sim2real retrain` identifies against the odometry (calibration.yaml in its directory)",
+    )
     autostart: bool = parameter(True, "configure and activate at start-up")
     executor: str = parameter(
         "single",
@@ -49,3 +56,7 @@ class PolicyParams:
         "of the per-callback cost; it once ended the node on an e-stop service call, docs/ros.md)",
         choices=EXECUTORS,
     )
+
+    def __post_init__(self) -> None:
+        if len(self.gyro_bias) != 3 or not all(math.isfinite(b) for b in self.gyro_bias):
+            raise ConfigError(f"gyro_bias {list(self.gyro_bias)} must be three finite numbers (x, y, z, rad/s)")

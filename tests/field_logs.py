@@ -19,10 +19,12 @@ def write_log(
     dt: float = 0.02,
     chunk_size: int = 2048,
     foot_forces=None,
+    gyro_bias: float = 0.0,
 ) -> Path:
     """commands: (seconds, vx, vy, wz) segments. The 'robot' reaches each command with a first-order lag of
     `lag` seconds' time constant and keeps a steady error proportional to `lag` (a drifted robot is laggier).
-    foot_forces: step -> the feet's contact forces (N), logged on /foot_forces before each /odom; None: no feet."""
+    foot_forces: step -> the feet's contact forces (N), logged on /foot_forces before each /odom; None: no feet.
+    gyro_bias: rad/s the IMU adds to the yaw rate, which the odometry reads true."""
     store = get_typestore(Stores.ROS2_JAZZY)
     with open(path, "wb") as f:
         writer = Writer(f, chunk_size=chunk_size)
@@ -56,7 +58,7 @@ def write_log(
                     {
                         "header": {"stamp": stamp, "frame_id": "imu_link"},
                         "orientation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0},
-                        "angular_velocity": {**vec, "z": float(vel[2])},
+                        "angular_velocity": {**vec, "z": float(vel[2]) + gyro_bias},
                     },
                     log_time=t_ns,
                 )

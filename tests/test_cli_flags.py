@@ -112,6 +112,7 @@ def test_sil_parses_to_the_same_request():
     argv = ["--artifact", "p", "--duration", "5", "--field-twin", "f.yaml", "--commands", "c.yaml", "--record", "r"]
     argv += ["--backend", "onnxruntime", "--real-time", "--instructions", "i.yaml", "--instruction-model", "m"]
     argv += ["--instruction-backend", "cpu", "--robot-python", "/py", "--trusted-keys", "a.pub", "keys/"]
+    argv += ["--gyro-bias", "0", "0", "0.02"]
     argv += ["--allow-unsigned", "--allow-unvalidated", "--json", "kpis.json"]
     every = _parse("sil", argv)
     assert sil.request_of(every) == SilRequest(
@@ -126,6 +127,7 @@ def test_sil_parses_to_the_same_request():
         instruction_model="m",
         instruction_backend="cpu",
         robot_python="/py",
+        gyro_bias=(0.0, 0.0, 0.02),
         trust=TrustPolicy(["a.pub", "keys/"], True, True),
     )
     assert every.json == "kpis.json"

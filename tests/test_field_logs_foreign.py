@@ -305,6 +305,8 @@ def test_a_dry_run_says_what_the_logs_can_tell_and_trains_nothing(tmp_path, caps
     assert main([*argv, "--topic", "odom=/wheel_controller/odom"]) == 0
     out = capsys.readouterr().out
     assert "odom <- /wheel_controller/odom" in out and "imu <- /imu/data" in out
+    # this IMU's yaw rate is its odometry's (the test robot has one source): the bias cannot be told
+    assert "z 0.0000 (-inf to inf), not determined: the odometry's angular velocity is this IMU's own" in out
     assert "tracking error: not measured: no velocity commands logged" in out
     assert "joint limit violations: not measured: no joint states" in out
     assert "would not retrain" in out and "system id" in out and "cannot run" in out

@@ -106,6 +106,8 @@ def test_read_gives_the_struct_with_the_values_set():
     assert p == FieldRecorderParams(topics=("odom",), segment_s=2.0)
     with pytest.raises(FrozenInstanceError):
         p.segment_s = 3.0
+    with declared(PolicyParams, gyro_bias=[0.0, 0.0, 0.02]) as node:
+        assert read(node, PolicyParams).gyro_bias == (0.0, 0.0, 0.02)  # a double array, as the struct holds it
 
 
 def test_a_value_outside_a_range_is_refused_by_rclpy():
@@ -120,6 +122,8 @@ def test_cross_field_rules_refuse_in_post_init():
         InstructionParams(artifact="policy")
     with pytest.raises(ConfigError, match=r"parameter 'artifact' \(policy directory\) is required"):
         InstructionParams(model="model")
+    with pytest.raises(ConfigError, match=r"^gyro_bias \[0.0, 0.02\] must be three finite numbers"):
+        PolicyParams(gyro_bias=(0.0, 0.02))
 
 
 def test_the_nodes_declare_their_structs_and_refuse_a_bad_choice(tmp_path, capfd):

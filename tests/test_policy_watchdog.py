@@ -115,6 +115,12 @@ def test_imu_and_odom_become_their_terms(inputs):
     assert inputs.received["imu"] == inputs.received["odom"] == 1.0
 
 
+def test_a_calibrated_gyro_bias_is_taken_off_the_imu():
+    calibrated = PolicyInputs(JOINTS, DEFAULT_POSE, *LIMITS, gyro_bias=np.array([0.0, 0.01, 0.02]))
+    calibrated.imu(imu(wz=0.7), 1.0)
+    assert np.allclose(calibrated.values["base_ang_vel"], [0.0, -0.01, 0.68])
+
+
 def test_commands_are_clamped_non_finite_ones_dropped_and_old_ones_zero(inputs):
     inputs.cmd_vel(twist(vx=3.0, vy=-0.2, wz=-9.0), now=1.0)
     assert np.allclose(inputs.command, [1.0, -0.2, -2.0])

@@ -107,7 +107,7 @@ def test_a_finished_retraining_is_not_redone(deployed, field_logs, retrained):
     assert again.promoted == r.promoted and again.promotion_reason == r.promotion_reason
     assert again.timings == r.timings and list(r.timings) == PIPELINE.names  # each stage's time when it ran
     # each finished stage's line is said again, as the first run said it (and the registry rows written again)
-    words = ["drift:", "identified", "fine-tuned", "campaign", "campaign", "promoted:" if r.promoted else "not"]
+    words = ["gyro", "drift:", "identified", "fine-tuned", "campaign", "campaign", "promoted:" if r.promoted else "not"]
     assert [line.split()[0] for line in lines] == words, lines
 
 

@@ -147,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
 def _print(console, r) -> None:
     from rich.table import Table
 
+    from training.retrain.calibration import GyroBias
     from training.retrain.drift import LABELS, FieldKpis
 
     table = Table(title=f"retraining {r.lineage_id} ({r.out_dir})", show_header=False)
@@ -155,6 +156,7 @@ def _print(console, r) -> None:
     table.add_row("trigger", ("RETRAIN: " if r.triggered else "no drift: ") + r.reason)
     kpis = FieldKpis(r.field_kpis, r.episodes, r.not_measured)
     table.add_row("field KPIs", "\n".join(f"{LABELS[k]}: {kpis.show(k)}" for k in LABELS))
+    table.add_row("gyro bias", GyroBias.from_dict(r.gyro_bias).show())
     if r.identified:
         fits = r.estimates or {k: {"value": v} for k, v in r.identified.items()}  # a run recorded before intervals
         table.add_row("identified", "\n".join(f"{k} = {_estimate(e)}" for k, e in fits.items()))
@@ -186,13 +188,14 @@ def _estimate(e: dict) -> str:
 
 def _dry_run(request: RetrainRequest, console) -> int:
     """What the logs can and cannot tell, before anything trains: per file the topic each signal came from and any
-    damage; each KPI, measured or not and why; the trigger's verdict; the replay windows system identification
-    would fit. Nothing is written."""
+    damage; the IMU's gyro bias against the odometry; each KPI, measured or not and why; the trigger's verdict;
+    the replay windows system identification would fit. Nothing is written."""
     from rich.table import Table
 
     from edge.manifest import load_manifest
     from sim.campaign.rollout import robot_limits
     from sim.robot import load_robot
+    from training.retrain.calibration import gyro_bias
     from training.retrain.config import RetrainConfig
     from training.retrain.drift import KPI_NEEDS, LABELS, TriggerPolicy, decide, field_kpis, read_logs
     from training.retrain.ingest import log_files
@@ -208,6 +211,8 @@ def _dry_run(request: RetrainRequest, console) -> int:
     if not files:
         raise UserError(f"no finalised field logs (.mcap, .db3, .bag) in {request.logs}")
     logs = read_logs(files, spec, {**policy.topics, **request.topics})
+    bias = gyro_bias(logs)
+    logs = [bias.remove(log) for log in logs]
     kpis = field_kpis(logs, robot_limits(spec))
     decision = decide(kpis, baseline, policy)
     sizes = RetrainConfig.from_yaml(request.config).budget(request.budget).sysid
@@ -222,6 +227,7 @@ def _dry_run(request: RetrainRequest, console) -> int:
         table.add_row(f.name, f"{len(log.t)} steps, {len(log.episodes())} episode(s); {read}{damage}")
     scored = [k for k in KPI_NEEDS if k in kpis.means or k in kpis.not_measured]  # a rover has no gait KPIs
     every = "\n".join(f"{LABELS.get(k, k.replace('_', ' '))}: {kpis.show(k)}" for k in scored)
+    table.add_row("gyro bias", f"against the odometry: {bias.show()}")
     table.add_row("field KPIs", every)
     table.add_row("trigger", ("would RETRAIN: " if decision.retrain else "would not retrain: ") + decision.summary())
     table.add_row(

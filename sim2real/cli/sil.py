@@ -14,6 +14,7 @@ HELP = "Run policy_node against a twin over ROS 2 (software in the loop) and rep
 EXAMPLES = """examples:
   sim2real sil --artifact policy/ --duration 20
   sim2real sil --artifact policy/ --field-twin field.yaml --record runs/sil/logs
+  sim2real sil --artifact policy/ --field-twin field.yaml --gyro-bias 0 0 0.02   # policy_node's IMU calibration
   sim2real sil --artifact policy/ --robot-python /opt/robot-venv/bin/python      # the robot's installed nodes
   sim2real sil --artifact policy/ --commands my_script.yaml --real-time
   sim2real sil --artifact policy/ --instructions config/sil/instructions.yaml --instruction-model runs/rlhf/onnx
@@ -34,6 +35,7 @@ FLAGS = (
     "instruction_backend",
     "record",
     "backend",
+    "gyro_bias",
     "real_time",
     "robot_python",
 )

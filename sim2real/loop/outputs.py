@@ -179,6 +179,7 @@ class Retrained(StageOutput):
     sysid_error_before: float | None = None  # the twin's replay error before identification
     sysid_error_after: float | None = None
     sysid_plot: str | None = None  # PNG: logged velocities beside the untuned and the identified twin's replays
+    gyro_bias: dict = field(default_factory=dict)  # training.retrain.calibration.GyroBias.to_dict()
     campaigns: dict[str, dict] = field(default_factory=dict)  # campaign name -> its check ({passed, ...})
     lineage: list[dict] = field(default_factory=list)  # [{kind, ref, detail}]: logs -> ... -> campaign report
 

@@ -270,15 +270,23 @@ def _field_gait(analysed: Analysed, final: Checked | None) -> str:
 
 
 def _sysid(stages: dict, out: Path) -> str:
+    from training.retrain.calibration import GyroBias
+
     r = Retrained.recorded(stages)
     if r is None:
         return _pending("System identification")
     if stages["retrain"]["verdict"] == "skipped":
         return "<h2>System identification</h2><p class='note'>not needed: no drift</p>"
     field_twin = Path(Deployed.recorded(stages).field_twin)
-    hidden = load_field_robot(field_twin).hidden if field_twin.is_file() else {}
+    robot = load_field_robot(field_twin) if field_twin.is_file() else None
+    hidden = robot.hidden if robot else {}
     estimates = r.estimates or {k: {"value": v} for k, v in r.identified.items()}
     rows = [[k, e["value"], _interval(e), str(hidden.get(k, "-"))] for k, e in estimates.items()]
+    # the IMU's bias, identified against the odometry (training.retrain.calibration), beside the field robot's
+    for i, (k, e) in enumerate(GyroBias.from_dict(r.gyro_bias).axes.items()):
+        rows.append(
+            [f"{k} (rad/s)", e.value, _interval(e.to_dict()), str(robot.effects.gyro_bias[i]) if robot else "-"]
+        )
     before, after = r.sysid_error_before, r.sysid_error_after
     fit = ""
     if before is not None and after is not None:

@@ -49,6 +49,7 @@ class RetrainResult:
     logs: list[dict]  # path, sha256, rows, damage, read_as (signal -> topic)
     drifted_kpis: list[str] = field(default_factory=list)
     not_measured: dict = field(default_factory=dict)  # KPI -> why the logs cannot support it
+    gyro_bias: dict = field(default_factory=dict)  # training.retrain.calibration.GyroBias.to_dict()
     identified: dict = field(default_factory=dict)  # parameter -> value
     estimates: dict = field(default_factory=dict)  # parameter -> {value, low, high (95%), determined, why}
     sysid_error_before: float | None = None
@@ -201,6 +202,7 @@ def _result(run: Run, retrain_id: int) -> RetrainResult:
         ingest["logs"],
         decision["drifted"],
         ingest.get("not_measured", {}),
+        ingest.get("gyro_bias", {}),
         lineage_id=retrain_id,
         timings={name: run.seconds[name] for name in run.passed},
         out_dir=run.out,
@@ -228,12 +230,25 @@ def _finish(reg: Registry, result: RetrainResult, run: Run) -> RetrainResult:
 
 # ------------------------------------------------------------------------------------------------ stages
 def _ingest(ctx: StageContext) -> dict:
-    return ingest_logs(ctx.config.files, ctx.config.spec, ctx.config.topics)
+    """The logs' KPIs and the IMU's gyro bias; where the logs determine it, policy_node's calibration file."""
+    from training.retrain.calibration import GyroBias
+
+    ingest = ingest_logs(ctx.config.files, ctx.config.spec, ctx.config.topics)
+    bias = GyroBias.from_dict(ingest["gyro_bias"])
+    if bias.offset.any():
+        path = ctx.out / "calibration.yaml"
+        atomic_write_bytes(path, bias.ros_params().encode())
+        ingest["calibration"] = str(path)
+    return ingest
 
 
 def _ingested(ctx: StageContext, ingest: dict) -> None:
+    from training.retrain.calibration import GyroBias
+
     for d in (line for entry in ingest["logs"] for line in entry["damage"]):
         ctx.config.say(f"damaged log: {d}")
+    calibration = f"; policy_node's calibration: {ingest['calibration']}" if "calibration" in ingest else ""
+    ctx.config.say(f"gyro bias against the odometry: {GyroBias.from_dict(ingest.get('gyro_bias')).show()}{calibration}")
 
 
 def _decide(ctx: StageContext) -> dict:
@@ -271,12 +286,14 @@ def _no_drift(ctx: StageContext, decision: dict) -> bool:
 
 def _sysid(ctx: StageContext) -> dict:
     """ctx.settings: the retraining budget (training.retrain.config.Budget): replay windows and search sizes."""
+    from training.retrain.calibration import GyroBias
     from training.retrain.ingest import read_field_log
     from training.retrain.sysid import identify, log_windows
 
     run, plan = ctx.config, ctx.settings
+    bias = GyroBias.from_dict(ctx.results["ingest"].get("gyro_bias"))  # the twin's gyro has none
     windows = log_windows(
-        [read_field_log(f, list(run.spec.joints), topics=run.topics) for f in run.files],
+        [bias.remove(read_field_log(f, list(run.spec.joints), topics=run.topics)) for f in run.files],
         plan.sysid.window_s,
         plan.sysid.windows,
     )

@@ -55,6 +55,9 @@ class SilRequest:
     )
     record: str = setting("", "field_recorder's MCAP directory; '' records nothing")
     backend: str = setting("auto", "policy_node's inference backend", choices=POLICY_BACKENDS)
+    gyro_bias: tuple[float, float, float] = setting(
+        (0.0, 0.0, 0.0), "policy_node's IMU calibration: the gyro bias it takes off /imu/data (x y z, rad/s)", length=3
+    )
     real_time: bool = setting(False, "run on the wall clock instead of lockstep on /clock")
     instructions: str | Path | None = setting(
         None,
@@ -189,6 +192,7 @@ def start_nodes(request: SilRequest, robot: str) -> NodeProcesses:
             "trigger": "joint_states" if lockstep else "timer",
             "autostart": "false",
             "allow_unvalidated": str(request.trust.allow_unvalidated).lower(),
+            "gyro_bias": f"[{', '.join(repr(float(b)) for b in request.gyro_bias)}]",
             **signature,
         },
     )

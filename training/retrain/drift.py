@@ -4,7 +4,8 @@ baseline, under a trigger policy from YAML.
 A KPI is scored only from what a log carries (KPI_NEEDS): tracking errors need the commands beside the measured
 velocities, falls the base orientation, joint-limit violations the joint states, the gait KPIs the foot forces.
 One the logs cannot support is "not measured" with the reason, never a number, and the trigger decides on the
-measured ones alone.
+measured ones alone. The yaw rate is the IMU's less the gyro bias that the logs determine against the odometry
+(training.retrain.calibration): what the robot turned at, not what its gyro read.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from edge.fileio import sha256_file
 from edge.resources import config_path
 from sim.kpis import DESCRIPTIVE_KPIS, KPI_UNITS, RobotLimits, episode_kpis
 from training.errors import ConfigError, TrainingError
+from training.retrain.calibration import gyro_bias
 from training.retrain.ingest import ROLES, FieldLog, read_field_log
 
 DEFAULT_TRIGGER = config_path("retrain", "trigger.yaml")
@@ -137,13 +139,15 @@ def field_kpis(logs: list[FieldLog], limits: RobotLimits, settle_s: float = 0.5)
 
 def ingest_logs(files: list[Path], spec, topics: dict[str, str] | None = None) -> dict:
     """The field logs read: per file its hash, rows, episodes, damaged spans and the topic each signal came from;
-    the KPI means over all episodes (the campaign's KPI code), the episode count and the KPIs not measured, with
-    why. `spec`: the robot (sim.robot.load_robot); `topics`: signal -> topic (read_field_log). A log none of whose
+    the IMU's gyro bias against the odometry (training.retrain.calibration); the KPI means over all episodes, on
+    the IMU less that bias (the campaign's KPI code), the episode count and the KPIs not measured, with why.
+    `spec`: the robot (sim.robot.load_robot); `topics`: signal -> topic (read_field_log). A log none of whose
     topics gives the robot's state fails with one line."""
     from sim.campaign.rollout import robot_limits
 
     logs = read_logs(files, spec, topics)
-    kpis = field_kpis(logs, robot_limits(spec))
+    bias = gyro_bias(logs)
+    kpis = field_kpis([bias.remove(log) for log in logs], robot_limits(spec))
     entries = [
         {
             "path": str(f),
@@ -156,7 +160,13 @@ def ingest_logs(files: list[Path], spec, topics: dict[str, str] | None = None) -
         }
         for f, log in zip(files, logs, strict=True)
     ]
-    return {"logs": entries, "field_kpis": kpis.means, "episodes": kpis.episodes, "not_measured": kpis.not_measured}
+    return {
+        "logs": entries,
+        "field_kpis": kpis.means,
+        "episodes": kpis.episodes,
+        "not_measured": kpis.not_measured,
+        "gyro_bias": bias.to_dict(),
+    }
 
 
 def read_logs(files: list[Path], spec, topics: dict[str, str] | None = None) -> list[FieldLog]:

@@ -77,6 +77,8 @@ class FieldLog:
     logged: dict[str, str] = field(default_factory=dict)  # every topic the file holds -> its message type
     read_as: dict[str, str] = field(default_factory=dict)  # signal (ROLES) -> the topic it was read from
     missing: dict[str, str] = field(default_factory=dict)  # what the KPIs need and the log lacks -> why
+    # (T, 3) the odometry's base-frame angular velocity beside the IMU's (base_ang_vel); None: not both logged
+    odom_ang_vel: np.ndarray | None = None
 
     @property
     def dt(self) -> float:
@@ -416,4 +418,5 @@ def read_field_log(
         orientation,
         foot_force,
         **context,
+        odom_ang_vel=odom[:, 3:6] if clock == "/odom" and len(imu_rows) else None,
     )

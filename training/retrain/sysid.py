@@ -24,6 +24,7 @@ from sim.randomization import FIELD_KEYS, NOMINAL, RandomizationConfig, fixed_pa
 from sim.robot import RobotSpec
 from sim.twin import BatchedTwin
 from training.errors import ConfigError
+from training.retrain.estimate import Estimate
 from training.retrain.ingest import FieldLog
 
 EARLIER_TARGETS = 10  # targets logged before a replay window that refill the twin's delay buffer (0.2 s at 50 Hz)
@@ -84,21 +85,6 @@ class Window:
     start_quat: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0, 0.0]))  # w, x, y, z
     start_height: float | None = None  # base height; None: the robot's nominal one
     joint_pos: np.ndarray | None = None  # (T, n) the joint positions the targets produced; None: not matched
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """One identified parameter: its value, the 95% confidence interval around it, and whether the logs determine
-    it (if not, `why` says so: not excited, confounded with another parameter, or too wide)."""
-
-    value: float
-    low: float
-    high: float
-    determined: bool
-    why: str = ""
-
-    def to_dict(self) -> dict:
-        return {"value": self.value, "low": self.low, "high": self.high, "determined": self.determined, "why": self.why}
 
 
 @dataclass
