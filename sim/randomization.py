@@ -27,6 +27,9 @@ class RandomizationConfig:
     joint_friction: tuple[float, float] = setting(
         (0.0, 0.0), "Coulomb friction added to every actuated joint's (N m, or N; MuJoCo's frictionloss)", ge=0
     )
+    joint_armature: tuple[float, float] = setting(
+        (0.0, 0.0), "rotor inertia added to every actuated joint's (kg m^2, or kg; MuJoCo's armature)", ge=0
+    )
     payload_com_x: tuple[float, float] = setting((0.0, 0.0), "the payload's centre of mass ahead of the base's (m)")
     payload_com_y: tuple[float, float] = setting((0.0, 0.0), "the payload's centre of mass left of the base's (m)")
     payload_com_z: tuple[float, float] = setting((0.0, 0.0), "the payload's centre of mass above the base's (m)")
@@ -60,6 +63,7 @@ class PhysicsParams:
     kd_scale: np.ndarray
     latency_steps: np.ndarray  # int, physics steps
     joint_friction: np.ndarray
+    joint_armature: np.ndarray
     payload_com_x: np.ndarray  # base frame, from the base's centre of mass
     payload_com_y: np.ndarray
     payload_com_z: np.ndarray
@@ -105,6 +109,7 @@ NOMINAL = {
     "kd_scale": 1.0,
     "latency_s": 0.0,
     "joint_friction": 0.0,
+    "joint_armature": 0.0,
     "payload_com_x": 0.0,
     "payload_com_y": 0.0,
     "payload_com_z": 0.0,
@@ -112,7 +117,7 @@ NOMINAL = {
 FIELD_KEYS = tuple(NOMINAL)
 # parameters added after seeds were published: one fixed by its range draws nothing, so the draws of the others,
 # and every seeded run before them, stay as they were
-FIXED_UNLESS_RANGED = ("joint_friction", "payload_com_x", "payload_com_y", "payload_com_z")
+FIXED_UNLESS_RANGED = ("joint_friction", "joint_armature", "payload_com_x", "payload_com_y", "payload_com_z")
 SIGNED_KEYS = ("payload_kg", "payload_com_x", "payload_com_y", "payload_com_z")  # the others are >= 0
 
 

@@ -55,23 +55,30 @@ def test_a_bad_field_robot_is_refused_naming_the_file_and_the_key(tmp_path, text
     assert str(path) in str(refused.value)
 
 
-def test_joint_friction_and_an_off_centre_payload_are_twin_parameters_of_one_env():
-    """The hard robots' friction and payload offset are twin parameters (system identification can fit them):
-    set on one env's model fields, with the other env left as it was, and nominal again after a nominal reset."""
+def test_joint_friction_armature_and_an_off_centre_payload_are_twin_parameters_of_one_env():
+    """The hard robots' friction, rotor inertia and payload offset are twin parameters (system identification can
+    fit them): set on one env's model fields, with the other env left as it was, and nominal again after a nominal
+    reset."""
     t = BatchedTwin("rover", num_envs=2, seed=3, randomization=RandomizationConfig(enabled=False))
     m = t.backend.model(0)
     base, joints = m.body(t.spec.base_body).id, [m.joint(j).dofadr[0] for j in t.spec.joints]
     before = m.body_ipos[base].copy()
     hidden = {"payload_kg": 3.0, "payload_com_x": 0.1, "payload_com_z": 0.05, "joint_friction": 0.3}
+    hidden["joint_armature"] = 0.01
+    armature = m.dof_armature.copy()
     t.set_params(fixed_params(hidden, t.spec.physics_dt), np.array([0]))
     m, other = t.backend.model(0), t.backend.model(1)
     assert np.all(m.dof_frictionloss[joints] == 0.3)  # the rover's MJCF has none of its own
     assert np.count_nonzero(m.dof_frictionloss) == len(joints)  # the base's free joint has none
+    np.testing.assert_allclose(m.dof_armature[joints], armature[joints] + 0.01)  # the MJCF's 0.005 and more
+    assert np.all(np.delete(m.dof_armature, joints) == np.delete(armature, joints))
     np.testing.assert_allclose(m.body_ipos[base] - before, 3.0 / m.body_mass[base] * np.array([0.1, 0.0, 0.05]))
     assert not np.any(other.dof_frictionloss) and np.all(other.body_ipos[base] == before)
+    assert np.all(other.dof_armature == armature)
     t.set_params(fixed_params({}, t.spec.physics_dt), np.array([0]))
     m = t.backend.model(0)
     assert not np.any(m.dof_frictionloss) and np.all(m.body_ipos[base] == before)
+    assert np.all(m.dof_armature == armature)
 
 
 def test_the_drives_lag_their_targets_as_a_first_order_system():

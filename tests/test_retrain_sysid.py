@@ -171,10 +171,9 @@ def test_unknown_parameter_and_missing_commands_are_named(field_log):
         identify(spec, [])
 
 
-def test_a_quadrupeds_gains_and_delay_are_identified_from_its_joints():
-    """The quadruped steps in place (open-loop targets, diagonal pairs in antiphase) on drives at 80% of their kp
-    with 20 ms more delay: the joint positions pin both."""
-    planted = {"kp_scale": 0.8, "latency_s": 0.02}
+def stepping_log(planted: dict) -> tuple:
+    """The quadruped stepping in place (open-loop targets, diagonal pairs in antiphase) as the field robot
+    `planted` makes it: its spec and the replay windows of its log."""
     twin = field_twin("quadruped", planted)
     spec = twin.spec
     phase = np.array([0.0, 0.0, 0.0, np.pi, np.pi, np.pi, np.pi, np.pi, np.pi, 0.0, 0.0, 0.0])  # FR+RL, FL+RR
@@ -187,10 +186,27 @@ def test_a_quadrupeds_gains_and_delay_are_identified_from_its_joints():
 
     log = record(twin, drive())
     assert log.base_height.min() > 0.2  # it stayed up: the replays start from standing states
-    windows = log_windows([log], 0.1, 12)
+    return spec, log_windows([log], 0.1, 12)
+
+
+def test_a_quadrupeds_gains_and_delay_are_identified_from_its_joints():
+    """Drives at 80% of their kp with 20 ms more delay: the joint positions pin both."""
+    spec, windows = stepping_log({"kp_scale": 0.8, "latency_s": 0.02})
     cfg = SysIdConfig(params=("kp_scale", "latency_s"), population=8, generations=12, joint_pos_weight=1.0)
     result = identify(spec, windows, cfg)
     assert result.values["kp_scale"] == pytest.approx(0.8, rel=0.05)
     assert result.values["latency_s"] == pytest.approx(0.02, abs=1e-9)
     assert result.undetermined == [] and result.estimates["kp_scale"].low <= 0.8 <= result.estimates["kp_scale"].high
+    assert result.error_after < 0.1 * result.error_before
+
+
+def test_a_quadrupeds_rotor_inertia_is_identified_from_its_joints():
+    """A gearbox's reflected motor inertia (MuJoCo's armature: 0.02 kg m^2 more than the MJCF's 0.01) with 20 ms
+    more delay: how fast each joint answers its target pins both."""
+    spec, windows = stepping_log({"joint_armature": 0.02, "latency_s": 0.02})
+    cfg = SysIdConfig(params=("joint_armature", "latency_s"), population=8, generations=12, joint_pos_weight=1.0)
+    result = identify(spec, windows, cfg)
+    armature = result.estimates["joint_armature"]
+    assert armature.determined and armature.low <= 0.02 <= armature.high
+    assert armature.value == pytest.approx(0.02, rel=0.1) and result.values["latency_s"] == pytest.approx(0.02)
     assert result.error_after < 0.1 * result.error_before

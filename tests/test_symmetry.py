@@ -164,3 +164,40 @@ def test_ppo_updates_with_the_mirror_and_reports_its_loss(tmp_path):
     assert "symmetry" in losses and np.isfinite(losses["symmetry"]) and losses["symmetry"] > 0
     plain = PPOConfig.for_robot("quadruped", num_envs=8, run_root=str(tmp_path), export=False)
     assert not (plain.symmetry_augmentation or plain.mirror_loss_coeff)
+
+
+def test_a_mirror_policy_acts_as_the_mirror_image_of_itself_in_training_and_in_its_export(tmp_path):
+    """mirror_policy: the trained actor's action on a mirrored observation is the mirror of its action (random
+    weights, a normaliser with real statistics), the same after the run's export to ONNX, run by ONNX Runtime; the
+    actor has a plain MLP's parameters, so its checkpoint loads back."""
+    from edge.runtime import load_policy
+    from training.ppo.checkpoint import checkpoint_in, load_checkpoint
+    from training.ppo.export_hook import actor_from_checkpoint, export_run
+    from training.ppo.models import MirrorSymmetricActor
+
+    cfg = PPOConfig.for_robot(
+        "quadruped", num_envs=16, num_steps_per_env=8, iterations=1, eval_every=0, eval_envs=4, eval_seconds=1.0,
+        run_root=str(tmp_path), export=False, mirror_policy=True,
+    )  # fmt: skip
+    runner = PPORunner(cfg, tmp_path / "run")
+    try:
+        runner.learn()
+        actor = runner.alg.actor
+        assert isinstance(actor, MirrorSymmetricActor)
+        mirror = JointMirror.of(runner.spec)
+        obs_mirror = observation_mirror(mirror, list(runner.task.observations))
+    finally:
+        runner.close()
+    obs = torch.randn(64, actor.obs_dim) * 2.0
+    mirrored = torch.from_numpy(obs_mirror(obs.numpy())).float()
+    with torch.inference_mode():
+        act = actor(TensorDict({OBS_GROUP: obs}, batch_size=[64]))
+        act_of_mirror = actor(TensorDict({OBS_GROUP: mirrored}, batch_size=[64]))
+    assert not torch.allclose(act, act_of_mirror, atol=1e-3)  # not trivially symmetric: it acts
+    torch.testing.assert_close(
+        act_of_mirror, act[:, mirror.joints.index] * torch.from_numpy(mirror.joints.sign).float()
+    )
+    loaded = actor_from_checkpoint(load_checkpoint(checkpoint_in(tmp_path / "run")))
+    assert isinstance(loaded, MirrorSymmetricActor)
+    policy = load_policy(export_run(tmp_path / "run"), "onnxruntime")
+    np.testing.assert_allclose(policy.infer(mirrored.numpy()), act_of_mirror.numpy(), atol=1e-4)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # annotations only: importing sim.backends (its BACKENDS) mus
 
 # twin parameters that the MuJoCo backend applies as model fields (frictionloss, the base's inertial frame) and the
 # Newton and Isaac Sim backends do not
-MODEL_ONLY_PARAMS = ("joint_friction", "payload_com_x", "payload_com_y", "payload_com_z")
+MODEL_ONLY_PARAMS = ("joint_friction", "joint_armature", "payload_com_x", "payload_com_y", "payload_com_z")
 
 
 class TwinBackend(ABC):

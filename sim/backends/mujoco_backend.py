@@ -131,7 +131,9 @@ class MujocoBackend(TwinBackend):
         self._mass, self._inertia = self.batch.expand("body_mass"), self.batch.expand("body_inertia")
         self._ipos0 = m.body_ipos[base].copy()
         self._frictionloss0 = m.dof_frictionloss[self._joint_v].copy()
+        self._armature0 = m.dof_armature[self._joint_v].copy()
         self._ipos, self._frictionloss = self.batch.expand("body_ipos"), self.batch.expand("dof_frictionloss")
+        self._armature = self.batch.expand("dof_armature")
         self._actuator_fields = {f.name: self.batch.expand(f.name) for f in dataclasses.fields(EnvActuators)}
         if terrain is not None:
             self._cells = cell_hfields(m, terrain)
@@ -176,6 +178,7 @@ class MujocoBackend(TwinBackend):
             com = (params.payload_com_x[k], params.payload_com_y[k], params.payload_com_z[k])
             self._ipos[i, base] = self._ipos0 + (mass - self._mass0) / mass * np.asarray(com)
             self._frictionloss[i, self._joint_v] = self._frictionloss0 + params.joint_friction[k]  # the MJCF's and more
+            self._armature[i, self._joint_v] = self._armature0 + params.joint_armature[k]
             actuators = EnvActuators(**{f: values[i] for f, values in self._actuator_fields.items()})
             set_pd_gains(actuators, spec, kp[k], kd[k], np.full(nu, params.motor_strength[k]))
 

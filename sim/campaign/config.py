@@ -52,6 +52,7 @@ class ScenarioAxes:
     kd_scale: list[float] = _axis("scales the PD damping", gt=0)
     latency_s: list[float] = _axis("actuation delay in seconds, resolved to physics steps", ge=0)
     joint_friction: list[float] = _axis("Coulomb friction added to every actuated joint's (N m or N)", ge=0)
+    joint_armature: list[float] = _axis("rotor inertia added to every actuated joint's (kg m^2 or kg)", ge=0)
     payload_com_x: list[float] = _axis("the payload's centre of mass ahead of the base's (m)")
     payload_com_y: list[float] = _axis("the payload's centre of mass left of the base's (m)")
     payload_com_z: list[float] = _axis("the payload's centre of mass above the base's (m)")

@@ -67,6 +67,11 @@ class PPOConfig:
     mirror_loss_coeff: float = setting(
         0.0, "weight of rsl_rl's mirror loss (the policy against its own mirror image); 0: off", ge=0
     )
+    mirror_policy: bool = setting(
+        False,
+        "average the actor's mean action with the mirror image of its action on the mirrored observation, so the "
+        "policy is left-right symmetric by construction (mjbatch's Go1 example); one more actor pass a step",
+    )
 
     # actor-critic MLP
     actor_hidden_dims: list[int] = setting([256, 128, 64], "actor MLP layer sizes", ge=1, length=(1, None))

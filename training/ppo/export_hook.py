@@ -18,6 +18,7 @@ from sim.tasks import load_task
 from training.ppo.checkpoint import checkpoint_in, load_checkpoint
 from training.ppo.config import PPOConfig
 from training.ppo.models import build_actor
+from training.ppo.symmetry import policy_mirrors
 from training.vec_env import OBS_GROUP
 
 POLICY_DIR = "policy"
@@ -60,6 +61,11 @@ def actor_from_checkpoint(state: dict) -> MLPModel:
     cfg = PPOConfig.from_dict(state["config"])
     obs_dim = state["actor"]["mlp.0.weight"].shape[1]
     num_actions = state["actor"]["distribution.std_param"].shape[0]
-    actor = build_actor(TensorDict({OBS_GROUP: torch.zeros(1, obs_dim)}, batch_size=[1]), cfg, num_actions)
+    mirrors = None
+    if cfg.mirror_policy:
+        spec = load_robot(cfg.robot)
+        mirrors = policy_mirrors(cfg, spec, list(load_task(spec, cfg.task).observations))
+    obs = TensorDict({OBS_GROUP: torch.zeros(1, obs_dim)}, batch_size=[1])
+    actor = build_actor(obs, cfg, num_actions, mirrors)
     actor.load_state_dict(state["actor"])
     return actor.eval()

@@ -34,7 +34,7 @@ from training.ppo.evaluate import EvalResult, TrackingEvaluator
 from training.ppo.models import build_actor, build_critic
 from training.ppo.monitor import Monitor
 from training.ppo.stats import RolloutStats
-from training.ppo.symmetry import symmetry_cfg
+from training.ppo.symmetry import policy_mirrors, symmetry_cfg
 from training.ppo.twin_state import load_twin_state, twin_state_dict
 from training.vec_env import OBS_GROUP, TwinVecEnv
 
@@ -117,7 +117,8 @@ class PPORunner:
 
     def _build_ppo(self, obs: TensorDict) -> PPO:
         cfg, n_act = self.cfg, self.env.num_actions
-        actor, critic = build_actor(obs, cfg, n_act), build_critic(obs, cfg)
+        mirrors = policy_mirrors(cfg, self.spec, list(self.task.observations))
+        actor, critic = build_actor(obs, cfg, n_act, mirrors), build_critic(obs, cfg)
         storage = RolloutStorage("rl", self.env.num_envs, cfg.num_steps_per_env, obs, [n_act], str(self.device))
         multi = {"global_rank": self.rank, "local_rank": self.rank, "world_size": self.world_size}
         return PPO(

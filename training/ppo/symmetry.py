@@ -12,7 +12,7 @@ from sim.robot import RobotSpec
 from sim.symmetry import JointMirror, SignedPermutation, observation_mirror
 from training.ppo.config import PPOConfig
 
-__all__ = ["mirror_augmentation", "symmetry_cfg"]
+__all__ = ["mirror_augmentation", "policy_mirrors", "symmetry_cfg"]
 
 
 def _apply(mirror: SignedPermutation, x: torch.Tensor) -> torch.Tensor:
@@ -49,3 +49,14 @@ def symmetry_cfg(cfg: PPOConfig, spec: RobotSpec, observation_terms: list[str], 
         "use_mirror_loss": cfg.mirror_loss_coeff > 0,
         "mirror_loss_coeff": cfg.mirror_loss_coeff,
     }
+
+
+def policy_mirrors(
+    cfg: PPOConfig, spec: RobotSpec, observation_terms: list[str]
+) -> tuple[SignedPermutation, SignedPermutation] | None:
+    """The observation's and the actions' mirrors of a mirror_policy actor (training.ppo.models), or None when the
+    config does not ask for one; SymmetryError for a robot or observation without a mirror."""
+    if not cfg.mirror_policy:
+        return None
+    joints = JointMirror.of(spec)
+    return observation_mirror(joints, observation_terms), joints.joints

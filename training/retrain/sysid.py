@@ -37,6 +37,7 @@ DEFAULT_BOUNDS = {
     "kd_scale": (0.5, 1.5),
     "latency_s": (0.0, 0.04),
     "joint_friction": (0.0, 1.0),
+    "joint_armature": (0.0, 0.05),
     "payload_com_x": (-0.3, 0.3),
     "payload_com_y": (-0.3, 0.3),
     "payload_com_z": (-0.1, 0.3),
