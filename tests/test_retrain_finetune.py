@@ -96,3 +96,16 @@ def test_a_legged_robot_fine_tunes_with_the_budgets_legged_overrides():
     assert legged["learning_rate"] == quick.finetune["learning_rate"]  # the rest as for every robot
     with pytest.raises(ConfigError, match="finetune_legged"):
         Budget(finetune_legged={"iterationz": 3})
+
+
+def test_an_encoder_offset_is_neither_randomised_nor_an_axis_of_the_identified_twin():
+    """A sensor's parameter is in the robot's readings, not the twin's physics."""
+    from sim.campaign.config import load_campaign
+    from sim2real.retrain.pipeline import identified_twin_campaign
+
+    ranges = RetrainConfig.from_yaml().finetune_ranges(
+        {"latency_s": 0.04, "encoder_offset": 0.01}, {"encoder_offset": (0.0, 0.02), "payload_kg": (1.0, 3.0)}
+    )
+    assert set(ranges) == {"latency_s", "payload_kg"}
+    twin = identified_twin_campaign(load_campaign("quick"), {"latency_s": 0.04, "encoder_offset": 0.01})
+    assert twin.axes["latency_s"] == [0.04] and "encoder_offset" not in twin.axes

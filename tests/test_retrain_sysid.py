@@ -171,9 +171,10 @@ def test_unknown_parameter_and_missing_commands_are_named(field_log):
         identify(spec, [])
 
 
-def stepping_log(planted: dict) -> tuple:
+def stepping_log(planted: dict, encoder_offset: float = 0.0) -> tuple:
     """The quadruped stepping in place (open-loop targets, diagonal pairs in antiphase) as the field robot
-    `planted` makes it: its spec and the replay windows of its log."""
+    `planted` makes it, its encoders reading `encoder_offset` rad more than each joint's angle: its spec and the
+    replay windows of its log."""
     twin = field_twin("quadruped", planted)
     spec = twin.spec
     phase = np.array([0.0, 0.0, 0.0, np.pi, np.pi, np.pi, np.pi, np.pi, np.pi, 0.0, 0.0, 0.0])  # FR+RL, FL+RR
@@ -186,6 +187,7 @@ def stepping_log(planted: dict) -> tuple:
 
     log = record(twin, drive())
     assert log.base_height.min() > 0.2  # it stayed up: the replays start from standing states
+    log = dataclasses.replace(log, joint_pos=log.joint_pos + encoder_offset)
     return spec, log_windows([log], 0.1, 12)
 
 
@@ -210,3 +212,18 @@ def test_a_quadrupeds_rotor_inertia_is_identified_from_its_joints():
     assert armature.determined and armature.low <= 0.02 <= armature.high
     assert armature.value == pytest.approx(0.02, rel=0.1) and result.values["latency_s"] == pytest.approx(0.02)
     assert result.error_after < 0.1 * result.error_before
+
+
+def test_an_encoder_offset_is_identified_beside_the_twins_parameters():
+    """Encoders that read 0.01 rad more than the joints' angles (the hard quadruped's effect): a sensor's parameter,
+    no twin's. The replay starts from the logged positions less the offset and reads its own plus it, so the
+    offset and the delay are pinned together; without the offset the true delay replays the log 0.001 wrong."""
+    spec, windows = stepping_log({"latency_s": 0.02}, encoder_offset=0.01)
+    truth = [{"latency_s": 0.02, "encoder_offset": o} for o in (0.0, 0.01)]
+    without, exact = replay_errors(spec, windows, truth, joint_pos_weight=1.0)
+    assert without > 1e-4 and exact < 1e-20
+    cfg = SysIdConfig(params=("encoder_offset", "latency_s"), population=8, generations=12, joint_pos_weight=1.0)
+    result = identify(spec, windows, cfg)
+    offset = result.estimates["encoder_offset"]
+    assert offset.determined and offset.value == pytest.approx(0.01, abs=5e-4)
+    assert offset.low - 1e-6 <= 0.01 <= offset.high + 1e-6 and result.values["latency_s"] == pytest.approx(0.02)

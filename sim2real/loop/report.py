@@ -279,7 +279,7 @@ def _sysid(stages: dict, out: Path) -> str:
         return "<h2>System identification</h2><p class='note'>not needed: no drift</p>"
     field_twin = Path(Deployed.recorded(stages).field_twin)
     robot = load_field_robot(field_twin) if field_twin.is_file() else None
-    hidden = robot.hidden if robot else {}
+    hidden = {**robot.hidden, "encoder_offset": robot.effects.encoder_offset_rad} if robot else {}
     estimates = r.estimates or {k: {"value": v} for k, v in r.identified.items()}
     rows = [[k, e["value"], _interval(e), str(hidden.get(k, "-"))] for k, e in estimates.items()]
     # the IMU's bias, identified against the odometry (training.retrain.calibration), beside the field robot's

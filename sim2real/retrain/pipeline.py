@@ -427,10 +427,12 @@ def _tuned(ctx: StageContext, tuned: dict) -> None:
 
 
 def identified_twin_campaign(standard, identified: dict):
-    """The standard campaign's commands and gates on one twin: the identified parameters, nominal otherwise."""
+    """The standard campaign's commands and gates on one twin: the identified parameters, nominal otherwise (a
+    sensor's, such as an encoder offset, is no twin's)."""
     from sim.campaign.config import COMMAND_AXIS
+    from sim.randomization import FIELD_KEYS
 
-    axes = {k: [float(v)] for k, v in identified.items()}
+    axes = {k: [float(v)] for k, v in identified.items() if k in FIELD_KEYS}
     axes[COMMAND_AXIS] = standard.axes[COMMAND_AXIS]
     gates = dataclasses.replace(standard.gates, per_axis={})
     return dataclasses.replace(standard, name=f"{standard.name}-identified-twin", axes=axes, gates=gates)

@@ -13,7 +13,7 @@ from sim.kpis import KPI_UNITS
 from sim.randomization import FIELD_KEYS, NOMINAL, SIGNED_KEYS, RandomizationConfig
 from training.errors import ConfigError
 from training.ppo.config import PPOConfig
-from training.retrain.sysid import SysIdConfig
+from training.retrain.sysid import IDENTIFIABLE, SysIdConfig
 
 CONFIG_DIR = config_path("retrain")
 DEFAULT_CONFIG = CONFIG_DIR / "retrain.yaml"
@@ -71,10 +71,13 @@ class PromotionRule:
 @dataclass(frozen=True)
 class SysIdEntry:
     params: tuple[str, ...] = setting(
-        SysIdConfig.params, "twin parameters to identify", choices=FIELD_KEYS, noun="twin parameter"
+        SysIdConfig.params,
+        "twin parameters (and the sensors' encoder_offset) to identify",
+        choices=IDENTIFIABLE,
+        noun="identifiable parameter",
     )
     bounds: dict[str, tuple[float, float]] = setting(
-        {}, "search box [low, high] per parameter", choices=FIELD_KEYS, noun="twin parameter"
+        {}, "search box [low, high] per parameter", choices=IDENTIFIABLE, noun="identifiable parameter"
     )
     joint_pos_weight: float = setting(
         0.0, "weight of the joint-position error (rad^2) beside the base-velocity error ((m/s)^2)", ge=0
@@ -153,9 +156,12 @@ class RetrainConfig:
         """The fine-tuning's randomisation: centred on each value the logs determine (`identified`), and over the
         95% interval of each they do not, widened to take in the twin as trained: the values the logs cannot
         exclude, so that the policy holds at any of them (a robot the twin cannot match leaves the parameters that
-        matter undetermined, and their nominal ranges miss it), without losing what the standard campaign checks."""
-        ranges = self.centred_ranges(identified)
+        matter undetermined, and their nominal ranges miss it), without losing what the standard campaign checks.
+        A sensor's parameter (an encoder offset) is in the robot's readings, not the twin's physics: not randomised."""
+        ranges = self.centred_ranges({k: v for k, v in identified.items() if k in FIELD_KEYS})
         for name, (low, high) in undetermined.items():
+            if name not in FIELD_KEYS:
+                continue
             ranges[name] = [min(low, NOMINAL[name]), max(high, NOMINAL[name])]
         RandomizationConfig.from_dict(ranges, "fine-tuning randomisation")  # fails here, not in a training worker
         return ranges

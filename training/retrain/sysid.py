@@ -27,6 +27,11 @@ from training.errors import ConfigError
 from training.retrain.estimate import Estimate
 from training.retrain.ingest import FieldLog
 
+# what the robot's sensors add that no twin parameter expresses, fitted beside the twin's parameters: the replay
+# starts from the logged joint positions less the offset and reads its own plus it (sim.field_robot's
+# encoder_offset_rad). 0 is the twin as it is.
+SENSOR_PARAMS = {"encoder_offset": 0.0}
+IDENTIFIABLE = (*FIELD_KEYS, *SENSOR_PARAMS)
 EARLIER_TARGETS = 10  # targets logged before a replay window that refill the twin's delay buffer (0.2 s at 50 Hz)
 SLICE_POINTS = 21  # values per parameter on its box when its interval is probed (see _Fit.slices)
 DEFAULT_BOUNDS = {
@@ -41,6 +46,7 @@ DEFAULT_BOUNDS = {
     "payload_com_x": (-0.3, 0.3),
     "payload_com_y": (-0.3, 0.3),
     "payload_com_z": (-0.1, 0.3),
+    "encoder_offset": (-0.05, 0.05),
 }
 
 
@@ -60,9 +66,9 @@ class SysIdConfig:
     fd_step: float = 0.01
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.params) - set(FIELD_KEYS))
+        unknown = sorted(set(self.params) - set(IDENTIFIABLE))
         if unknown:
-            raise ConfigError(f"cannot identify {', '.join(unknown)}; identifiable: {', '.join(FIELD_KEYS)}")
+            raise ConfigError(f"cannot identify {', '.join(unknown)}; identifiable: {', '.join(IDENTIFIABLE)}")
         self.bounds = {**DEFAULT_BOUNDS, **{k: (float(lo), float(hi)) for k, (lo, hi) in self.bounds.items()}}
         bad = [p for p in self.params if not self.bounds[p][0] < self.bounds[p][1]]
         if bad:
@@ -212,8 +218,11 @@ def replay(
     twin = BatchedTwin(spec, num_envs=n, seed=0, randomization=RandomizationConfig(enabled=False)).hold_commands()
     twin.reset()
     for i, values in enumerate(candidates):
-        twin.set_params(fixed_params(values, spec.physics_dt, nw), np.arange(i * nw, (i + 1) * nw))
+        twin_values = {k: v for k, v in values.items() if k not in SENSOR_PARAMS}
+        twin.set_params(fixed_params(twin_values, spec.physics_dt, nw), np.arange(i * nw, (i + 1) * nw))
     tile = lambda get: np.tile(np.stack([get(w) for w in windows]), (nc, 1))  # noqa: E731
+    # each env's encoder offset (its candidate's): the twin's joints are where the robot's were, not where they read
+    offset = np.repeat([c.get("encoder_offset", 0.0) for c in candidates], nw)[:, None]
     pos = np.zeros((n, 3))
     pos[:, 2] = tile(lambda w: [spec.base_height if w.start_height is None else w.start_height])[:, 0]
     quat = tile(lambda w: w.start_quat)
@@ -224,7 +233,7 @@ def replay(
         quat,
         rotate_world_to_base(conjugate, tile(lambda w: w.start_lin_vel)),
         tile(lambda w: w.start_ang_vel),
-        tile(lambda w: w.start_joint_pos),
+        tile(lambda w: w.start_joint_pos) - offset,
         tile(lambda w: w.start_joint_vel),
     )
     # the actuation delay still applies targets issued before the window: refill its history from the log
@@ -244,7 +253,7 @@ def replay(
         state = twin.backend.state()
         lin, ang = twin.task.base_velocities(state)
         out[t, :, :2], out[t, :, 2] = lin[:, :2], ang[:, 2]
-        joint_pos[t] = state["joint_pos"]
+        joint_pos[t] = state["joint_pos"] + offset
     twin.close()
     velocities = out.reshape(T, nc, nw, 3)
     return (velocities, joint_pos.reshape(T, nc, nw, -1)) if joints else velocities
@@ -332,7 +341,8 @@ class _Fit:
             values = np.where(is_latency, np.round(x) * dt, lo + x * (hi - lo))
             return {p: float(v) for p, v in zip(cfg.params, values, strict=True)}
 
-        nominal = np.clip([NOMINAL[p] for p in cfg.params], lo, hi)  # the search starts from the twin as it was
+        start = {**NOMINAL, **SENSOR_PARAMS}
+        nominal = np.clip([start[p] for p in cfg.params], lo, hi)  # the search starts from the twin as it was
         x0 = np.where(is_latency, np.round(nominal / dt), (nominal - lo) / (hi - lo))
         options = {
             "bounds": [np.zeros(len(top)).tolist(), top.tolist()],
