@@ -3,8 +3,10 @@ controller through the operator's driving script (config/sil/default_commands.ya
 same run) and through the identification manoeuvre (config/sil/identification_commands.yaml: steps and chirps),
 for the same time, on the easy field robot (config/retrain/field_twin.yaml with a robot's sensor noise) and the hard
 one (config/retrain/field_robot_hard.yaml). Each log is identified for payload, motor strength, kd scale and delay
-(training.retrain.sysid); printed: each parameter's value, 95% interval and whether the log determines it, the
-trajectory errors, and which parameters the manoeuvre determines that the driving script does not.
+(training.retrain.sysid), after its gyro bias, identified against the odometry (training.retrain.calibration), is
+taken off, as the retraining does; printed: the gyro bias, each parameter's value, 95% interval and whether the log
+determines it, the trajectory errors, and which parameters the manoeuvre determines that the driving script does
+not.
 
 The logs are recorded in-process (training.retrain.field_drive), not over ROS 2: the question is what the
 commands excite, not the transport.
@@ -25,6 +27,7 @@ from sim.field_robot import FieldEffects, FieldRobot, FieldRobotConfig, load_fie
 from sim.randomization import RandomizationConfig
 from sim.twin import BatchedTwin
 from sim2real.sil.scripts import command_at, load_commands
+from training.retrain.calibration import gyro_bias
 from training.retrain.config import Budget, RetrainConfig
 from training.retrain.field_drive import drive_field_log
 from training.retrain.sysid import SysIdConfig, identify, log_windows
@@ -62,13 +65,15 @@ def main() -> None:
     windows = 12 if args.quick else 24
     rover = RetrainConfig.from_yaml().sysid_config("rover", Budget())  # the rover's search boxes
     cfg = SysIdConfig(params=PARAMS, bounds=rover.bounds, **sizes)
-    results, t0 = {}, time.perf_counter()
+    results, biases, t0 = {}, {}, time.perf_counter()
     print(f"{'robot':<6}{'script':<11}{'parameter':<16}{'hidden':>8}{'fit':>9}  95% interval")
     for name, config in robots().items():
         hidden = {**{"motor_strength": 1.0, "kd_scale": 1.0, "payload_kg": 0.0, "latency_s": 0.0}, **config.hidden}
         for script in SCRIPTS:
             spec, log = field_log(config, script, args.seconds)
-            r = identify(spec, log_windows([log], 0.1, windows), cfg)
+            bias = biases[f"{name}/{script}"] = gyro_bias([log])
+            print(f"{name:<6}{script:<11}gyro bias (hidden {list(config.effects.gyro_bias)}): {bias.show()}")
+            r = identify(spec, log_windows([bias.remove(log)], 0.1, windows), cfg)
             results[f"{name}/{script}"] = r
             for p, e in r.estimates.items():
                 verdict = "determined" if e.determined else f"not determined: {e.why}"
@@ -93,6 +98,7 @@ def main() -> None:
                 "determined": {k: [p for p in PARAMS if p not in r.undetermined] for k, r in results.items()},
                 "estimates": {k: {p: e.to_dict() for p, e in r.estimates.items()} for k, r in results.items()},
                 "traj_error": {k: [r.error_before, r.error_after] for k, r in results.items()},
+                "gyro_bias": {k: b.to_dict() for k, b in biases.items()},
                 "gained_by_manoeuvre": gained,
             }
         )

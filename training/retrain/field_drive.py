@@ -32,10 +32,11 @@ def drive_field_log(
             twin.set_params(robot.params)
         s = twin.backend.state()
         lin, ang = twin.task.base_velocities(s)
+        odom_lin, odom_ang = robot.sense_odometry(lin[0], ang[0])
         rows.append(
             (
                 twin.commands[0].copy(),
-                robot.sense_odometry(lin[0], ang[0])[0],
+                odom_lin,
                 robot.sense_gyro(ang[0]),  # ingest takes the angular velocity from the IMU
                 projected_gravity(s["base_quat"])[0],
                 s["base_pos"][0, 2],
@@ -43,8 +44,9 @@ def drive_field_log(
                 s["joint_vel"][0],
                 offset + spec.action_scale * action,
                 s["base_quat"][0],
+                odom_ang,
             )
         )
-    cmd, lin, ang, grav, z, jp, jv, targets, quat = (np.array(c) for c in zip(*rows, strict=True))
+    cmd, lin, ang, grav, z, jp, jv, targets, quat, odom_ang = (np.array(c) for c in zip(*rows, strict=True))
     t = np.arange(len(rows)) * spec.control_dt
-    return FieldLog(None, t, cmd, lin, ang, grav, z, jp, jv, targets, [], quat)
+    return FieldLog(None, t, cmd, lin, ang, grav, z, jp, jv, targets, [], quat, odom_ang_vel=odom_ang)

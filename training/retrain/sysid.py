@@ -11,6 +11,9 @@ batched replay) finds it exactly, its interval the steps that a likelihood-ratio
 whose interval is infinite (an ill-conditioned direction, or one the logs never excite) or wider than
 `determined_within` of its search box, or whose fit sits at an edge of that box (0 excepted: the search may have
 been cut off there), is reported as not determined.
+
+Beside the twin's parameters it fits what a sensor adds that no twin parameter expresses (SENSOR_PARAMS: an
+encoder offset), by reading the replay as that sensor would.
 """
 
 from __future__ import annotations
