@@ -50,6 +50,7 @@ def test_what_the_report_reads_is_typed_and_the_rest_rides_along_in_details():
         "sysid_error_before": 0.2,
         "sysid_error_after": 0.05,
         "sysid_plot": None,
+        "gyro_bias": {"axes": {}, "why_not": "no log has both an IMU and an odometry to compare it with"},
         "campaigns": {"quick": {"passed": True}},
         "lineage": [],
         "timings": {"sysid": 3.0},
