@@ -195,9 +195,8 @@ def _dry_run(request: RetrainRequest, console) -> int:
     from edge.manifest import load_manifest
     from sim.campaign.rollout import robot_limits
     from sim.robot import load_robot
-    from training.retrain.calibration import gyro_bias
     from training.retrain.config import RetrainConfig
-    from training.retrain.drift import KPI_NEEDS, LABELS, TriggerPolicy, decide, field_kpis, read_logs
+    from training.retrain.drift import KPI_NEEDS, LABELS, TriggerPolicy, decide, field_kpis, read_calibrated_logs
     from training.retrain.ingest import log_files
     from training.retrain.sysid import log_windows
 
@@ -210,9 +209,7 @@ def _dry_run(request: RetrainRequest, console) -> int:
     files = log_files(Path(request.logs))
     if not files:
         raise UserError(f"no finalised field logs (.mcap, .db3, .bag) in {request.logs}")
-    logs = read_logs(files, spec, {**policy.topics, **request.topics})
-    bias = gyro_bias(logs)
-    logs = [bias.remove(log) for log in logs]
+    logs, bias = read_calibrated_logs(files, spec, {**policy.topics, **request.topics})
     kpis = field_kpis(logs, robot_limits(spec))
     decision = decide(kpis, baseline, policy)
     sizes = RetrainConfig.from_yaml(request.config).budget(request.budget).sysid

@@ -21,7 +21,7 @@ from edge.fileio import sha256_file
 from edge.resources import config_path
 from sim.kpis import DESCRIPTIVE_KPIS, KPI_UNITS, RobotLimits, episode_kpis
 from training.errors import ConfigError, TrainingError
-from training.retrain.calibration import gyro_bias
+from training.retrain.calibration import GyroBias, gyro_bias
 from training.retrain.ingest import ROLES, FieldLog, read_field_log
 
 DEFAULT_TRIGGER = config_path("retrain", "trigger.yaml")
@@ -145,9 +145,8 @@ def ingest_logs(files: list[Path], spec, topics: dict[str, str] | None = None) -
     topics gives the robot's state fails with one line."""
     from sim.campaign.rollout import robot_limits
 
-    logs = read_logs(files, spec, topics)
-    bias = gyro_bias(logs)
-    kpis = field_kpis([bias.remove(log) for log in logs], robot_limits(spec))
+    logs, bias = read_calibrated_logs(files, spec, topics)
+    kpis = field_kpis(logs, robot_limits(spec))
     entries = [
         {
             "path": str(f),
@@ -167,6 +166,15 @@ def ingest_logs(files: list[Path], spec, topics: dict[str, str] | None = None) -
         "not_measured": kpis.not_measured,
         "gyro_bias": bias.to_dict(),
     }
+
+
+def read_calibrated_logs(
+    files: list[Path], spec, topics: dict[str, str] | None = None
+) -> tuple[list[FieldLog], GyroBias]:
+    """read_logs, each log's IMU less the gyro bias that the logs determine against the odometry; and that bias."""
+    logs = read_logs(files, spec, topics)
+    bias = gyro_bias(logs)
+    return [bias.remove(log) for log in logs], bias
 
 
 def read_logs(files: list[Path], spec, topics: dict[str, str] | None = None) -> list[FieldLog]:
