@@ -2,7 +2,7 @@
 controller through the operator's driving script (config/sil/default_commands.yaml: the anchor, measured in the
 same run) and through the identification manoeuvre (config/sil/identification_commands.yaml: steps and chirps),
 for the same time, on the easy field robot (config/retrain/field_twin.yaml with a robot's sensor noise) and the hard
-one (config/retrain/field_robot_hard.yaml). Each log is identified for payload, motor strength, kd scale and delay
+one (config/retrain/field_robot_hard.yaml). Each log is identified for payload, motor strength, kd scale, delay and lag
 (training.retrain.sysid), after its gyro bias, identified against the odometry (training.retrain.calibration), is
 taken off, as the retraining does; printed: the gyro bias, each parameter's value, 95% interval and whether the log
 determines it, the trajectory errors, and which parameters the manoeuvre determines that the driving script does
@@ -24,7 +24,7 @@ import time
 from edge.resources import config_path
 from sim.controllers import DiffDriveController
 from sim.field_robot import FieldEffects, FieldRobot, FieldRobotConfig, load_field_robot
-from sim.randomization import RandomizationConfig
+from sim.randomization import NOMINAL, RandomizationConfig
 from sim.twin import BatchedTwin
 from sim2real.sil.scripts import command_at, load_commands
 from training.retrain.calibration import gyro_bias
@@ -33,7 +33,7 @@ from training.retrain.field_drive import drive_field_log
 from training.retrain.sysid import SysIdConfig, identify, log_windows
 
 SCRIPTS = {"driving": "default_commands.yaml", "manoeuvre": "identification_commands.yaml"}
-PARAMS = ("payload_kg", "motor_strength", "kd_scale", "latency_s")
+PARAMS = ("payload_kg", "motor_strength", "kd_scale", "latency_s", "motor_lag_s")
 # the easy field twin keeps its hidden parameters exact; its sensors still read with a robot's noise, without which
 # a twin's own log determines what moves its base by 1e-10 m/s
 SENSOR_NOISE = FieldEffects(gyro_noise=0.01, odom_noise=0.01)
@@ -68,7 +68,7 @@ def main() -> None:
     results, biases, t0 = {}, {}, time.perf_counter()
     print(f"{'robot':<6}{'script':<11}{'parameter':<16}{'hidden':>8}{'fit':>9}  95% interval")
     for name, config in robots().items():
-        hidden = {**{"motor_strength": 1.0, "kd_scale": 1.0, "payload_kg": 0.0, "latency_s": 0.0}, **config.hidden}
+        hidden = {**NOMINAL, **config.hidden}
         for script in SCRIPTS:
             spec, log = field_log(config, script, args.seconds)
             bias = biases[f"{name}/{script}"] = gyro_bias([log])

@@ -150,7 +150,8 @@ class SimBridge(Node):
 
     def _step(self) -> None:
         lin_vel_before = self.twin.backend.state()["base_lin_vel"][0]
-        _, _, terminated, _, _ = self.twin.step(self.field.act(self.action)[None])
+        self.field.next_period()
+        _, _, terminated, _, _ = self.twin.step(self.action[None])
         self._accel_world = (self.twin.backend.state()["base_lin_vel"][0] - lin_vel_before) / self.twin.spec.control_dt
         if terminated[0]:
             self.falls += 1

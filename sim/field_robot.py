@@ -2,9 +2,8 @@
 
 A field robot YAML (config/retrain/field_*.yaml) holds the twin parameters the robot hides (keys of
 sim.randomization.FIELD_KEYS, which system identification searches: payload and its centre of mass, joint
-friction, gains, delay) and, under `effects:`, what no parameter of the training twin expresses: drives that answer
-with a first-order lag (the twin has a pure delay), a delay that jitters from one control period to the next, and
-sensors with bias, noise, an offset and wheel slip.
+friction, gains, delay, the drives' lag) and, under `effects:`, what no parameter of the training twin expresses: a
+delay that jitters from one control period to the next, and sensors with bias, noise, an offset and wheel slip.
 sim_bridge_node applies both; system identification then fits what it can, and the replay error left over is the
 reality gap it cannot close.
 """
@@ -28,9 +27,6 @@ __all__ = ["FieldEffects", "FieldRobot", "FieldRobotConfig", "load_field_robot"]
 class FieldEffects:
     """What the field robot does that the training twin cannot: each 0 (the default) is off."""
 
-    motor_lag_s: float = setting(
-        0.0, "time constant of a first-order lag between each drive's target and what it applies (s)", ge=0, le=1
-    )
     gyro_bias: tuple[float, float, float] = setting((0.0, 0.0, 0.0), "IMU angular-velocity bias (rad/s)", length=3)
     gyro_noise: float = setting(0.0, "IMU angular-velocity white noise, standard deviation (rad/s)", ge=0)
     odom_noise: float = setting(0.0, "odometry twist white noise, standard deviation (m/s, rad/s)", ge=0)
@@ -71,8 +67,8 @@ def load_field_robot(path: str | Path | None) -> FieldRobotConfig:
 
 
 class FieldRobot:
-    """One twin env (the bridge's) as the field robot: its hidden parameters set, each command lagged, each reading
-    corrupted as its sensors would."""
+    """One twin env (the bridge's) as the field robot: its hidden parameters set, each control period's delay
+    jittered, each reading corrupted as its sensors would."""
 
     def __init__(self, twin, config: FieldRobotConfig):
         self.twin, self.effects = twin, config.effects
@@ -85,22 +81,12 @@ class FieldRobot:
         # the jitter's own draws, so that the sensor noise stays what it was with or without it
         self._jitter_rng = np.random.default_rng([self.effects.seed, 1])
         self._jitter_steps = int(round(self.effects.latency_jitter_s / twin.spec.physics_dt))
-        self._applied: np.ndarray | None = None
-        # the lag's discrete step per control period: exact for a target held over the period
-        lag = self.effects.motor_lag_s
-        self._alpha = 1.0 if lag == 0 else 1.0 - float(np.exp(-twin.spec.control_dt / lag))
 
-    def act(self, action: np.ndarray) -> np.ndarray:
-        """The action the drives apply this control step for the one commanded: lagged (actions are affine in
-        the joint targets, so this is the lag of the targets), and late by the delay plus this period's jitter."""
+    def next_period(self) -> None:
+        """Before each control step: this period's commands reach the drives late by the delay plus its jitter."""
         if self._jitter_steps:
             late = self._jitter_rng.integers(0, self._jitter_steps + 1, size=self.twin.num_envs)
             self.twin.set_latency(self.params.latency_steps + late)
-        if self._applied is None or self._alpha == 1.0:
-            self._applied = np.array(action, dtype=np.float64)
-        else:
-            self._applied = self._applied + self._alpha * (action - self._applied)
-        return self._applied
 
     def sense_joints(self, position: np.ndarray) -> np.ndarray:
         return position + self.effects.encoder_offset_rad

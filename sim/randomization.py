@@ -24,6 +24,12 @@ class RandomizationConfig:
     kp_scale: tuple[float, float] = setting((0.9, 1.1), "scales the PD stiffness")
     kd_scale: tuple[float, float] = setting((0.9, 1.1), "scales the PD damping")
     latency_s: tuple[float, float] = setting((0.0, 0.01), "actuation delay in seconds, resolved to physics steps", ge=0)
+    motor_lag_s: tuple[float, float] = setting(
+        (0.0, 0.0),
+        "time constant of a first-order lag between each drive's (delayed) target and what it applies, in seconds: "
+        "a current loop, a gearbox, a velocity filter",
+        ge=0,
+    )
     joint_friction: tuple[float, float] = setting(
         (0.0, 0.0), "Coulomb friction added to every actuated joint's (N m, or N; MuJoCo's frictionloss)", ge=0
     )
@@ -62,6 +68,7 @@ class PhysicsParams:
     kp_scale: np.ndarray
     kd_scale: np.ndarray
     latency_steps: np.ndarray  # int, physics steps
+    motor_lag_s: np.ndarray  # s, the drives' first-order lag (0: none)
     joint_friction: np.ndarray
     joint_armature: np.ndarray
     payload_com_x: np.ndarray  # base frame, from the base's centre of mass
@@ -108,6 +115,7 @@ NOMINAL = {
     "kp_scale": 1.0,
     "kd_scale": 1.0,
     "latency_s": 0.0,
+    "motor_lag_s": 0.0,
     "joint_friction": 0.0,
     "joint_armature": 0.0,
     "payload_com_x": 0.0,
@@ -117,7 +125,14 @@ NOMINAL = {
 FIELD_KEYS = tuple(NOMINAL)
 # parameters added after seeds were published: one fixed by its range draws nothing, so the draws of the others,
 # and every seeded run before them, stay as they were
-FIXED_UNLESS_RANGED = ("joint_friction", "joint_armature", "payload_com_x", "payload_com_y", "payload_com_z")
+FIXED_UNLESS_RANGED = (
+    "motor_lag_s",
+    "joint_friction",
+    "joint_armature",
+    "payload_com_x",
+    "payload_com_y",
+    "payload_com_z",
+)
 SIGNED_KEYS = ("payload_kg", "payload_com_x", "payload_com_y", "payload_com_z")  # the others are >= 0
 
 

@@ -2,7 +2,9 @@
 
 Batch arrays in and out, control decimation (one env-step = `decimation` physics steps), auto-reset in the
 same step (the finished episode's last observation is in info["final_obs"]), domain randomisation per env,
-actuation latency at physics-step resolution, and non-finite actions replaced by the safe action and counted.
+actuation latency at physics-step resolution, drives that follow their delayed targets through a first-order lag
+(motor_lag_s, on every backend: the actuation path is the twin's, the physics the backend's), and non-finite actions
+replaced by the safe action and counted.
 What is observed, rewarded and terminated, the commands and the reset distribution are the task's (sim.tasks).
 For a robot with feet on a backend that senses them (sim.backends.FOOT_BACKENDS), `feet` is the foot state
 (contacts, air time, landings; sim.tasks.terms.FootTracker), updated every step and reset with the envs.
@@ -97,6 +99,7 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.nan_action_count = 0
         self.physics_fault_count = 0
         self._target_history = np.zeros((self._history_len, num_envs, nu))
+        self._drive_targets = np.zeros((num_envs, nu))  # what each drive applies: its target, delayed and lagged
         self._obs = np.zeros((num_envs, self.task.obs_dim), np.float32)
         self.feet = (
             FootTracker(num_envs, len(spec.feet), spec.control_dt, cfg.feet.contact_force_n)
@@ -126,7 +129,7 @@ class BatchedTwin(gym.vector.VectorEnv):
 
         self._target_history = np.roll(self._target_history, 1, axis=0)
         self._target_history[0] = self._targets(actions)
-        self.backend.step(self._substep_targets())
+        self.backend.step(self._lagged(self._substep_targets()))
         state = self.backend.state()
 
         fault = ~np.all(np.isfinite(np.concatenate(list(state.values()), axis=1)), axis=1)
@@ -231,6 +234,14 @@ class BatchedTwin(gym.vector.VectorEnv):
         self._keep_targets_for(int(steps.max()))
         self.params.latency_steps[ids] = steps
 
+    def settle_drives(self) -> None:
+        """Bring each drive's lag to where the targets in the history, applied in turn from the oldest, leave it:
+        for a state set from a log (system identification's replays), whose drives were still catching up with the
+        targets logged before it. A no-op without a lag."""
+        self._drive_targets = self._target_history[-1].copy()
+        for shift in range(self._history_len - 2, -1, -1):
+            self._lagged(self._substep_targets(shift))
+
     def _keep_targets_for(self, latency_steps: int) -> None:
         """Keep enough past targets for a delay of latency_steps physics steps."""
         needed = latency_steps // self.spec.physics_steps + 2
@@ -283,7 +294,12 @@ class BatchedTwin(gym.vector.VectorEnv):
         return {
             "num_envs": self.num_envs,
             "physics": self.backend.raw_state(),
-            "arrays": {**arrays, "target_history": self._target_history.copy(), "observations": self._obs.copy()},
+            "arrays": {
+                **arrays,
+                "target_history": self._target_history.copy(),
+                "drive_targets": self._drive_targets.copy(),
+                "observations": self._obs.copy(),
+            },
             "episode_terms": {k: v.copy() for k, v in self.episode_terms.items()},
             "params": {f.name: getattr(self.params, f.name).copy() for f in dataclasses.fields(PhysicsParams)},
             # PCG64's state holds 128-bit integers: JSON keeps them exact
@@ -302,6 +318,8 @@ class BatchedTwin(gym.vector.VectorEnv):
             setattr(self, k, np.array(arrays[k]))
         self._target_history = np.array(arrays["target_history"])
         self._history_len = len(self._target_history)
+        # a snapshot from before the lag existed: its drives applied their newest target
+        self._drive_targets = np.array(arrays.get("drive_targets", self._target_history[0]))
         self._obs = np.array(arrays["observations"], dtype=np.float32)
         self.episode_terms = {k: np.array(v) for k, v in state["episode_terms"].items()}
         # a snapshot from before a parameter existed holds none of it: the twin as trained had it nominal
@@ -340,12 +358,27 @@ class BatchedTwin(gym.vector.VectorEnv):
         offset = np.asarray(self.spec.default_pose) if self.spec.control_mode == "position" else 0.0
         return (np.asarray(targets, dtype=np.float64) - offset) / self.spec.action_scale
 
-    def _substep_targets(self) -> np.ndarray:
-        """Physics step k of this env-step applies the target issued `latency` physics steps earlier."""
+    def _substep_targets(self, steps_before: int = 0) -> np.ndarray:
+        """[N, decimation, nu]: physics step k of this env-step (of the one `steps_before` env-steps earlier, as
+        settle_drives replays them) applies the target issued `latency` physics steps earlier."""
         dec = self.spec.physics_steps
         k = np.arange(dec)[None, :] - self.params.latency_steps[:, None]  # (n, dec), may be negative
-        back = np.minimum(-(k // dec), self._history_len - 1)
+        back = np.minimum(-(k // dec) + steps_before, self._history_len - 1)
         return self._target_history[back, np.arange(self.num_envs)[:, None]]
+
+    def _lagged(self, targets: np.ndarray) -> np.ndarray:
+        """The substep targets [N, decimation, nu] as the drives apply them: each through a first-order lag of
+        time constant motor_lag_s, stepped exactly for a target held over a physics step; the drives keep the
+        last."""
+        alpha = -np.expm1(-self.spec.physics_dt / np.maximum(self.params.motor_lag_s, 1e-9))[:, None]  # 1: no lag
+        if np.all(alpha == 1.0):
+            self._drive_targets = targets[:, -1].copy()
+            return targets
+        applied = np.empty_like(targets)
+        for k in range(targets.shape[1]):
+            self._drive_targets = self._drive_targets + alpha * (targets[:, k] - self._drive_targets)
+            applied[:, k] = self._drive_targets
+        return applied
 
     def _observe(self, state: dict[str, np.ndarray] | None = None) -> np.ndarray:
         state = self.backend.state() if state is None else state
@@ -366,7 +399,7 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.last_actions[ids] = 0.0
         if self.feet is not None:
             self.feet.reset(ids)
-        self._target_history[:, ids] = self._targets(np.zeros((k, spec.num_actions)))
+        self._target_history[:, ids] = self._drive_targets[ids] = self._targets(np.zeros((k, spec.num_actions)))
         self.episode_length[ids] = 0
         self.episode_return[ids] = 0.0
         for v in self.episode_terms.values():

@@ -81,17 +81,6 @@ def test_joint_friction_armature_and_an_off_centre_payload_are_twin_parameters_o
     assert np.all(m.dof_armature == armature)
 
 
-def test_the_drives_lag_their_targets_as_a_first_order_system():
-    t = twin()
-    dt = t.spec.control_dt
-    robot = FieldRobot(t, FieldRobotConfig(effects=FieldEffects(motor_lag_s=dt)))
-    robot.act(np.zeros(2))
-    applied = [robot.act(np.ones(2))[0] for _ in range(3)]
-    np.testing.assert_allclose(applied, 1 - np.exp(-np.arange(1, 4)))  # one time constant per control period
-    plain = FieldRobot(twin(), FieldRobotConfig())
-    assert plain.act(np.ones(2))[0] == 1.0
-
-
 def test_the_delay_jitters_from_one_control_period_to_the_next_within_its_bound():
     """Each period's commands are late by the hidden delay plus 0 to latency_jitter_s, in whole physics steps, each
     value as likely; the twin's own delay stays what the hidden parameters say."""
@@ -100,7 +89,7 @@ def test_the_delay_jitters_from_one_control_period_to_the_next_within_its_bound(
     robot = FieldRobot(t, FieldRobotConfig({"latency_s": 4 * dt}, FieldEffects(latency_jitter_s=3 * dt)))
     late = []
     for _ in range(800):
-        robot.act(np.zeros(2))
+        robot.next_period()
         t.step(np.zeros((1, 2)))
         late.append(int(t.params.latency_steps[0]))
     counts = np.bincount(late, minlength=8)[4:]

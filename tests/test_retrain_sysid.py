@@ -227,3 +227,19 @@ def test_an_encoder_offset_is_identified_beside_the_twins_parameters():
     offset = result.estimates["encoder_offset"]
     assert offset.determined and offset.value == pytest.approx(0.01, abs=5e-4)
     assert offset.low - 1e-6 <= 0.01 <= offset.high + 1e-6 and result.values["latency_s"] == pytest.approx(0.02)
+
+
+def test_a_drives_lag_is_identified_beside_its_delay():
+    """Drives that answer their targets through a 20 ms lag, 20 ms late: a delay shows as dead time and a lag as
+    the curve after it, so the joints pin both. Each replay settles the lag over the targets logged before its
+    window (0.2 s, ten time constants), so the true values replay the log all but exactly."""
+    planted = {"motor_lag_s": 0.02, "latency_s": 0.02}
+    spec, windows = stepping_log(planted)
+    without, exact = replay_errors(spec, windows, [{"latency_s": 0.02}, planted], joint_pos_weight=1.0)
+    assert without > 1e-4 and exact < 1e-6 * without
+    cfg = SysIdConfig(params=("motor_lag_s", "latency_s"), population=8, generations=12, joint_pos_weight=1.0)
+    result = identify(spec, windows, cfg)
+    lag = result.estimates["motor_lag_s"]
+    assert lag.determined and lag.low <= 0.02 <= lag.high and lag.value == pytest.approx(0.02, rel=0.1)
+    assert result.values["latency_s"] == pytest.approx(0.02)
+    assert result.error_after < 0.01 * result.error_before

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sim.controllers import DiffDriveController, StandController
-from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
+from sim.randomization import PhysicsParams, RandomizationConfig, fixed_params, sample_params
 from sim.robot import load_robot
 from sim.tasks import default_task, load_task
 from sim.twin import BatchedTwin
@@ -240,6 +240,62 @@ def test_latency_delays_the_response_by_whole_physics_steps():
     effect = {lat: knee_after_step(lat, 2.0) - knee_after_step(lat, 0.0) for lat in (0, 3, 4)}
     assert abs(effect[0]) > 3 * abs(effect[3]) > 0
     assert effect[4] == 0.0  # a full env-step of delay: the new target has not reached the motor yet
+
+
+def lagging_rover(lag_s: float, latency_s: float = 0.0) -> BatchedTwin:
+    twin = BatchedTwin("rover", num_envs=1, seed=0, randomization=NOMINAL)
+    twin.reset()
+    twin.set_params(fixed_params({"motor_lag_s": lag_s, "latency_s": latency_s}, twin.spec.physics_dt))
+    return twin
+
+
+def test_the_drives_follow_their_targets_through_a_first_order_lag():
+    """Each physics step moves what a drive applies 1 - exp(-dt / motor_lag_s) of the way to its target, so the
+    wheels spin up later; a snapshot carries the lag's state."""
+
+    def spin_up(lag_s: float) -> tuple[np.ndarray, np.ndarray]:
+        twin = lagging_rover(lag_s)
+        applied, speed = [], []
+        for _ in range(3):
+            twin.step(np.ones((1, twin.spec.num_actions)))
+            applied.append(twin.state_dict()["arrays"]["drive_targets"][0])
+            speed.append(twin.backend.state()["joint_vel"][0])
+        return np.array(applied), np.array(speed)
+
+    spec = load_robot("rover")
+    target = spec.action_scale  # a velocity robot's target for action 1
+    lagged, slow = spin_up(spec.control_dt)  # one time constant per control period
+    expected = target * (1 - np.exp(-np.arange(1, 4)))[:, None]
+    np.testing.assert_allclose(lagged, np.broadcast_to(expected, lagged.shape), rtol=1e-12)
+    instant, fast = spin_up(0.0)
+    np.testing.assert_allclose(instant, target)
+    assert np.all(np.abs(slow[0]) < 0.6 * np.abs(fast[0]))  # the first control period's spin-up
+
+    twin = lagging_rover(spec.control_dt)
+    twin.step(np.ones((1, spec.num_actions)))
+    snapshot = twin.state_dict()
+    after = [twin.step(np.ones((1, spec.num_actions)))[0] for _ in range(3)]
+    twin.load_state_dict(snapshot)
+    np.testing.assert_array_equal(after, [twin.step(np.ones((1, spec.num_actions)))[0] for _ in range(3)])
+
+
+def test_settled_drives_are_where_stepping_the_history_leaves_them():
+    """A state set from a log: settle_drives brings the lag to where the twin that issued the targets in the
+    history, delay included, had it."""
+    spec = load_robot("rover")
+    stepped = lagging_rover(spec.control_dt, latency_s=2 * spec.physics_dt)
+    for _ in range(2):
+        stepped.step(np.ones((1, spec.num_actions)))
+    settled = lagging_rover(spec.control_dt, latency_s=2 * spec.physics_dt)
+    state = stepped.state_dict()
+    targets = state["arrays"]["target_history"][0]
+    state["arrays"]["target_history"] = np.stack([targets, targets, 0 * targets, 0 * targets, 0 * targets])
+    state["arrays"]["drive_targets"][:] = 99.0  # what a log does not hold
+    settled.load_state_dict(state)
+    settled.settle_drives()
+    want = stepped.state_dict()["arrays"]["drive_targets"]
+    assert not np.allclose(want, targets)  # still lagging
+    np.testing.assert_allclose(settled.state_dict()["arrays"]["drive_targets"], want, rtol=1e-12)
 
 
 def test_rover_tracks_half_a_metre_per_second_within_ten_percent():

@@ -51,6 +51,7 @@ class ScenarioAxes:
     kp_scale: list[float] = _axis("scales the PD stiffness", gt=0)
     kd_scale: list[float] = _axis("scales the PD damping", gt=0)
     latency_s: list[float] = _axis("actuation delay in seconds, resolved to physics steps", ge=0)
+    motor_lag_s: list[float] = _axis("time constant of the drives' first-order lag in seconds", ge=0)
     joint_friction: list[float] = _axis("Coulomb friction added to every actuated joint's (N m or N)", ge=0)
     joint_armature: list[float] = _axis("rotor inertia added to every actuated joint's (kg m^2 or kg)", ge=0)
     payload_com_x: list[float] = _axis("the payload's centre of mass ahead of the base's (m)")

@@ -19,7 +19,7 @@ def drive_field_log(
     robot: FieldRobot, act: Callable[[], np.ndarray], command_at: Callable[[float], np.ndarray], seconds: float
 ) -> FieldLog:
     """`seconds` of the field robot's twin (env 0): each control step sets the command `command_at(t)` and steps
-    the action `act()` chooses, lagged by the robot's drives; the log holds what its sensors read and the joint
+    the action `act()` chooses, late by the robot's jittering delay; the log holds what its sensors read and the joint
     targets the action asked for, as /joint_commands carries them."""
     twin = robot.twin
     spec = twin.spec
@@ -28,7 +28,8 @@ def drive_field_log(
     for k in range(int(round(seconds / spec.control_dt))):
         twin.set_commands(np.asarray(command_at(k * spec.control_dt), dtype=np.float64))
         action = np.asarray(act(), dtype=np.float64).reshape(-1)
-        if twin.step(robot.act(action)[None])[2][0]:  # a fall: the twin restarts, nominal; the robot stays itself
+        robot.next_period()
+        if twin.step(action[None])[2][0]:  # a fall: the twin restarts, nominal; the robot stays itself
             twin.set_params(robot.params)
         s = twin.backend.state()
         lin, ang = twin.task.base_velocities(s)

@@ -44,6 +44,7 @@ DEFAULT_BOUNDS = {
     "kp_scale": (0.5, 1.5),
     "kd_scale": (0.5, 1.5),
     "latency_s": (0.0, 0.04),
+    "motor_lag_s": (0.0, 0.1),
     "joint_friction": (0.0, 1.0),
     "joint_armature": (0.0, 0.05),
     "payload_com_x": (-0.3, 0.3),
@@ -239,15 +240,19 @@ def replay(
         tile(lambda w: w.start_joint_pos) - offset,
         tile(lambda w: w.start_joint_vel),
     )
-    # the actuation delay still applies targets issued before the window: refill its history from the log
+    # the actuation delay still applies targets issued before the window, and the drives' lag is still catching up
+    # with them: refill the history with every target logged before it, and settle the lag over them
     rest = np.zeros(spec.num_actions) if spec.control_mode == "velocity" else np.asarray(spec.default_pose)
     state = twin.state_dict()
-    history = state["arrays"]["target_history"]
+    kept = state["arrays"]["target_history"]
+    history = np.empty((max(len(kept), EARLIER_TARGETS), *kept.shape[1:]))
     for j in range(len(history)):
         history[j] = tile(
             lambda w, j=j: w.earlier_targets[min(j, len(w.earlier_targets) - 1)] if len(w.earlier_targets) else rest
         )
+    state["arrays"]["target_history"] = history
     twin.load_state_dict(state)
+    twin.settle_drives()
     twin.max_episode_steps = T + 1
     targets = np.tile(np.stack([w.targets for w in windows], 1), (1, nc, 1))  # (T, n, actions)
     out, joint_pos = np.zeros((T, n, 3)), np.zeros((T, n, spec.num_actions))
