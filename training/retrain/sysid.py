@@ -438,21 +438,35 @@ class _Fit:
         the noise taken from the residual at the fit) when it alone moves over its box, the others held at the
         fit: a grid of 21 values (the delay: every whole step), all in one batched replay. A slice sees the rough
         error's envelope, which a Jacobian at one point cannot; it does not see correlations, which the Jacobian
-        does."""
+        does. The delay and the drives' lag trade against each other (a dead time against the curve after it), and
+        the delay has no derivative: where both are fitted, each one's slice is profiled over the other on a joint
+        grid (the best error over the other's values)."""
         from scipy.stats import chi2
 
         grids = {p: np.linspace(*self.cfg.bounds[p], SLICE_POINTS) for p in self.names}
         if "latency_s" in best:
             grids["latency_s"] = self._latency_steps() * self.spec.physics_dt
-        r = self.residuals([best] + [{**best, p: float(v)} for p, grid in grids.items() for v in grid])
-        ssr = (r**2).sum(0)
+        candidates = [best] + [{**best, p: float(v)} for p, grid in grids.items() for v in grid]
+        paired = ("latency_s", "motor_lag_s") if {"latency_s", "motor_lag_s"} <= set(best) else ()
+        if paired:
+            candidates += [
+                {**best, paired[0]: float(a), paired[1]: float(b)} for a in grids[paired[0]] for b in grids[paired[1]]
+            ]
+        ssr = (self.residuals(candidates) ** 2).sum(0)
         floor = float(ssr.min())
-        keep = ssr - floor <= chi2.ppf(0.95, 1) * self.noise(floor, len(best))
-        ranges, at = {}, 1
+        threshold = chi2.ppf(0.95, 1) * self.noise(floor, len(best))
+        profiles, at = {}, 1
         for p, grid in grids.items():
-            kept = np.append(grid[keep[at : at + len(grid)]], best[p])
-            ranges[p] = (float(kept.min()), float(kept.max()))
+            profiles[p] = ssr[at : at + len(grid)]
             at += len(grid)
+        if paired:
+            joint = ssr[at:].reshape(len(grids[paired[0]]), len(grids[paired[1]]))
+            profiles[paired[0]] = np.minimum(profiles[paired[0]], joint.min(1))
+            profiles[paired[1]] = np.minimum(profiles[paired[1]], joint.min(0))
+        ranges = {}
+        for p, grid in grids.items():
+            kept = np.append(grid[profiles[p] - floor <= threshold], best[p])
+            ranges[p] = (float(kept.min()), float(kept.max()))
         return ranges
 
     def clustered_half_widths(self, r: np.ndarray, jac: np.ndarray) -> np.ndarray:
