@@ -243,3 +243,15 @@ def test_a_drives_lag_is_identified_beside_its_delay():
     assert lag.determined and lag.low <= 0.02 <= lag.high and lag.value == pytest.approx(0.02, rel=0.1)
     assert result.values["latency_s"] == pytest.approx(0.02)
     assert result.error_after < 0.01 * result.error_before
+
+
+def test_the_delays_interval_is_profiled_over_the_lag():
+    """A fit that took some of the lag as delay (30 ms and a 10 ms lag for the true 20 and 20): the delay's slice
+    with the lag held at the fit keeps only 30 ms, but the true delay with its own lag fits better, so the delay's
+    interval, profiled over the lag, reaches it, and the lag's reaches the true lag."""
+    planted = {"motor_lag_s": 0.02, "latency_s": 0.02}
+    spec, windows = stepping_log(planted)
+    cfg = SysIdConfig(params=("motor_lag_s", "latency_s"), joint_pos_weight=1.0)
+    ranges = _Fit(spec, windows, cfg).slices({"motor_lag_s": 0.01, "latency_s": 0.03})
+    assert ranges["latency_s"][0] <= 0.02 + 1e-9 and ranges["latency_s"][1] >= 0.03 - 1e-9
+    assert ranges["motor_lag_s"][0] <= 0.01 and ranges["motor_lag_s"][1] >= 0.02 - 0.005  # on its 21-value grid
