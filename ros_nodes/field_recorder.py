@@ -117,14 +117,13 @@ class FieldRecorder(Node):
         self._segment_bytes = 0
         self._segment_index += 1
 
-    def _close_segment(self, log: bool = True) -> None:
+    def _close_segment(self) -> None:
         if self._writer is None:
             return
         self._writer.close()
         self._writer = None
         os.replace(self._partial_path, self._final_path)
-        if log:  # not at shutdown: the logger's context is already gone
-            self.get_logger().info(f"finalised {self._final_path}")
+        self.get_logger().info(f"finalised {self._final_path}")
 
     def _on_message(self, topic: str, data: bytes) -> None:
         if self._writer is None:
@@ -161,7 +160,7 @@ class FieldRecorder(Node):
 
     def close(self) -> None:
         try:
-            self._close_segment(log=False)
+            self._close_segment()
         except OSError:  # disk full at the end: the partial segment stays for recovery on the next start
             self._writer = None
 

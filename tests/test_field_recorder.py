@@ -31,8 +31,10 @@ def test_recording_is_finalised_and_readable(tmp_path, stop_signal):
         with node_process("ros_nodes.field_recorder", f"output_dir:={out}", stop_signal=stop_signal) as rec:
             assert rec.wait_for_output("recording /odom"), rec.output
             time.sleep(2.0)  # about 100 control periods at 50 Hz
+    assert rec.returncode == 0, rec.output  # a clean exit: no crash while the middleware still delivers messages
     segments = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(segments) == 1, rec.output
+    assert f"finalised {segments[0]}" in rec.output
     assert not any((out / ".partial").iterdir())  # finalised, nothing left half-written
     counts = topic_counts(segments[0])
     assert SENSORS <= set(counts), counts
