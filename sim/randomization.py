@@ -58,6 +58,19 @@ class RandomizationConfig:
         return dataclasses.replace(self, enabled=False)
 
 
+@dataclass(frozen=True)
+class Rehearsal:
+    """A share of a twin's envs that draw their physics from another randomisation: a fine-tuning to new ranges
+    keeps some envs on the twin the policy was first trained on, so that it does not forget it."""
+
+    randomization: RandomizationConfig
+    share: float
+
+    def envs(self, num_envs: int) -> int:
+        """How many envs rehearse: the first ones."""
+        return int(round(self.share * num_envs))
+
+
 @dataclass
 class PhysicsParams:
     """One value per env; what a backend needs to make env i's physics differ from env j's."""

@@ -28,7 +28,7 @@ from gymnasium.vector.utils import batch_space
 
 from sim.backends import FOOT_BACKENDS, make_backend
 from sim.errors import SimError
-from sim.randomization import PhysicsParams, RandomizationConfig, sample_params
+from sim.randomization import PhysicsParams, RandomizationConfig, Rehearsal, sample_params
 from sim.robot import RobotSpec, load_robot, pd_torques, scaled_gains
 from sim.tasks import VelocityTaskConfig, VelocityTrackingTask, load_task
 from sim.tasks.terms import FootTracker, TermContext
@@ -53,9 +53,11 @@ class BatchedTwin(gym.vector.VectorEnv):
         randomization: RandomizationConfig | None = None,
         backend: str = "mujoco",
         nthread: int | None = None,
+        rehearsal: Rehearsal | None = None,
     ):
         """task: a VelocityTaskConfig or a task YAML; None: the robot's velocity task (sim.tasks.load_task).
-        randomization: replaces the task's. The commands are resampled as the task says until hold_commands()."""
+        randomization: replaces the task's. rehearsal: the first envs draw their physics from its randomisation
+        instead. The commands are resampled as the task says until hold_commands()."""
         self.spec = robot if isinstance(robot, RobotSpec) else load_robot(robot)
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
@@ -68,6 +70,8 @@ class BatchedTwin(gym.vector.VectorEnv):
             )
         self.task = VelocityTrackingTask(self.spec, cfg)
         self.randomization = cfg.randomization if randomization is None else randomization
+        self.rehearsal = rehearsal
+        self._rehearsing = rehearsal.envs(num_envs) if rehearsal is not None else 0
         self.terrain = TerrainGrid(cfg.terrain) if cfg.terrain.enabled else None
         self.curriculum = TerrainCurriculum(cfg.terrain, num_envs) if self.terrain is not None else None
         # an env halfway into the terrain's border times out; False lets episodes run on (terrains sized for them)
@@ -85,7 +89,8 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.max_episode_steps = int(round(self.task.cfg.episode_length_s / spec.control_dt))
         r = self.randomization
         self.push_steps = int(round(r.push_interval_s / spec.control_dt)) if r.enabled and r.push_interval_s > 0 else 0
-        max_latency = int(math.ceil(r.latency_s[1] / spec.physics_dt)) if r.enabled else 0
+        physics = [r] if rehearsal is None else [r, rehearsal.randomization]
+        max_latency = max(int(math.ceil(c.latency_s[1] / spec.physics_dt)) if c.enabled else 0 for c in physics)
         self._history_len = max_latency // spec.physics_steps + 2
 
         self.rng = np.random.default_rng(seed)
@@ -388,6 +393,10 @@ class BatchedTwin(gym.vector.VectorEnv):
     def _reset_envs(self, ids: np.ndarray) -> None:
         spec, k = self.spec, len(ids)
         params = sample_params(self.randomization, k, spec.physics_dt, self.rng)
+        rehearsing = np.flatnonzero(ids < self._rehearsing)
+        if self.rehearsal is not None and rehearsing.size:
+            rehearsed = sample_params(self.rehearsal.randomization, rehearsing.size, spec.physics_dt, self.rng)
+            params.assign(rehearsing, rehearsed)
         self.params.assign(ids, params)
         self.backend.set_params(ids, params)
         self.backend.reset(ids)

@@ -4,6 +4,7 @@ ranges centred where system identification put them."""
 import pytest
 import torch
 
+from sim.randomization import Rehearsal
 from sim2real.retrain.pipeline import finetune_ranges
 from training.ppo.checkpoint import load_checkpoint
 from training.ppo.config import ConfigError, PPOConfig
@@ -90,10 +91,10 @@ def test_randomisation_centred_on_identified_values():
 
 
 def test_a_legged_robot_fine_tunes_with_the_budgets_legged_overrides():
-    quick = RetrainConfig.from_yaml().budget("quick")
-    legged, wheeled = quick.finetune_for(legged=True), quick.finetune_for(legged=False)
-    assert wheeled == quick.finetune and legged["iterations"] == quick.finetune_legged["iterations"]
-    assert legged["learning_rate"] == quick.finetune["learning_rate"]  # the rest as for every robot
+    budget = Budget(finetune={"iterations": 120, "learning_rate": 3e-4}, finetune_legged={"iterations": 60})
+    legged, wheeled = budget.finetune_for(legged=True), budget.finetune_for(legged=False)
+    assert wheeled == budget.finetune and legged["iterations"] == 60
+    assert legged["learning_rate"] == 3e-4  # the rest as for every robot
     with pytest.raises(ConfigError, match="finetune_legged"):
         Budget(finetune_legged={"iterationz": 3})
 
@@ -109,3 +110,36 @@ def test_an_encoder_offset_is_neither_randomised_nor_an_axis_of_the_identified_t
     assert set(ranges) == {"latency_s", "payload_kg"}
     twin = identified_twin_campaign(load_campaign("quick"), {"latency_s": 0.04, "encoder_offset": 0.01})
     assert twin.axes["latency_s"] == [0.04] and "encoder_offset" not in twin.axes
+
+
+def test_a_fine_tuning_rehearses_the_twin_the_run_was_trained_on(source_checkpoint, tmp_path):
+    """rehearsal_share of the fine-tuning's envs keep the deployed run's own randomisation: the task's for a
+    randomised run, the nominal twin (no noise, no pushes) for one trained on it; the others draw the new ranges."""
+    import shutil
+
+    from sim.robot import load_robot
+    from sim.tasks import load_task
+    from training.retrain.finetune import finetune_config
+
+    def deployed_run(name: str, randomization: bool):
+        run_dir = tmp_path / name
+        shutil.copytree(source_checkpoint.parent.parent, run_dir)
+        PPOConfig.for_robot("rover", randomization=randomization, **SMALL).save_yaml(run_dir / "config.yaml")
+        return run_dir
+
+    task = load_task(load_robot("rover")).randomization
+    ranges, share = {"payload_kg": [2.5, 3.5]}, {"rehearsal_share": 0.5}
+    randomised = finetune_config(deployed_run("randomised", True), ranges, tmp_path / "a", share)
+    assert randomised.rehearsal(task) == Rehearsal(task, 0.5)
+    assert randomised.randomization_config(task).payload_kg == pytest.approx((2.5, 3.5))
+
+    nominal = finetune_config(deployed_run("nominal", False), ranges, tmp_path / "b", share)
+    r = nominal.rehearsal(task).randomization
+    assert r.payload_kg == (0.0, 0.0) and r.kp_scale == (1.0, 1.0) and r.obs_noise == 0.0 and r.push_interval_s == 0
+    runner = PPORunner(nominal)
+    try:
+        payload = runner.env.twin.params.payload_kg
+        assert (payload[:8] == 0.0).all() and ((payload[8:] >= 2.5) & (payload[8:] <= 3.5)).all()
+    finally:
+        runner.close()
+    assert finetune_config(deployed_run("c", True), ranges, tmp_path / "c", {}).rehearsal(task) is None

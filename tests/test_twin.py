@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sim.controllers import DiffDriveController, StandController
-from sim.randomization import PhysicsParams, RandomizationConfig, fixed_params, sample_params
+from sim.randomization import PhysicsParams, RandomizationConfig, Rehearsal, fixed_params, sample_params
 from sim.robot import load_robot
 from sim.tasks import default_task, load_task
 from sim.twin import BatchedTwin
@@ -215,6 +215,21 @@ def test_randomisation_stays_in_its_ranges():
     assert np.allclose(masses - nominal_mass, twin.params.payload_kg)
     assert np.allclose(frictions, twin.params.friction)
     assert len(np.unique(frictions)) == 16
+
+
+def test_rehearsing_envs_draw_their_physics_from_the_twin_as_trained():
+    """A fine-tuning's twin: the first quarter of its envs keep the nominal physics, the others draw the new ranges,
+    at every reset; the delay history is long enough for both."""
+    identified = RandomizationConfig.from_dict({"payload_kg": [2.0, 3.0], "latency_s": [0.0, 0.0]})
+    rehearsal = Rehearsal(RandomizationConfig.from_dict({"payload_kg": [0.0, 0.0], "latency_s": [0.06, 0.06]}), 0.25)
+    twin = BatchedTwin("rover", num_envs=8, seed=0, randomization=identified, rehearsal=rehearsal)
+    for _ in range(2):
+        twin.reset()
+        assert (twin.params.payload_kg[:2] == 0.0).all() and (twin.params.latency_steps[:2] > 0).all()
+        assert ((twin.params.payload_kg[2:] >= 2.0) & (twin.params.payload_kg[2:] <= 3.0)).all()
+        assert (twin.params.latency_steps[2:] == 0).all()
+    assert twin._history_len * twin.spec.physics_steps > twin.params.latency_steps.max()
+    twin.step(np.zeros((8, twin.spec.num_actions)))  # the rehearsing envs' delay fits the history
 
 
 def test_randomisation_yaml_errors_are_named():

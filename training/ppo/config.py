@@ -15,7 +15,7 @@ import yaml
 
 from edge.config import load_dataclass, setting
 from edge.resources import config_path
-from sim.randomization import RandomizationConfig
+from sim.randomization import RandomizationConfig, Rehearsal
 from training.errors import ConfigError
 
 PPO_CONFIG_DIR = config_path("ppo")
@@ -39,6 +39,16 @@ class PPOConfig:
     randomization: bool = setting(True, "domain randomisation from the robot YAML; false: the nominal twin")
     randomization_ranges: dict[str, list[float] | float] | None = setting(
         None, "ranges that replace the robot YAML's, e.g. {latency_s: [0.07, 0.09]} (centred on identified values)"
+    )
+    rehearsal_share: float = setting(
+        0.0,
+        "share of the envs that draw their physics from rehearsal_ranges instead: a fine-tuning to new ranges that "
+        "keeps rehearsing the twin the policy was trained on",
+        ge=0,
+        le=1,
+    )
+    rehearsal_ranges: dict[str, list[float] | float] | None = setting(
+        None, "ranges over the robot YAML's for the rehearsing envs (the run's first randomization_ranges)"
     )
     init_from: str | None = setting(None, "a checkpoint (or run directory) whose weights and normalisers start a run")
 
@@ -123,6 +133,7 @@ class PPOConfig:
         if (self.num_envs // self.num_workers) * self.num_steps_per_env < self.num_mini_batches:
             raise ConfigError("num_envs per worker x num_steps_per_env must be at least num_mini_batches")
         self.randomization_config(RandomizationConfig())  # names a bad key or range now, not in a worker
+        self.rehearsal(RandomizationConfig())
 
     def randomization_config(self, base: RandomizationConfig) -> RandomizationConfig:
         """`base` (the task's randomisation) with randomization_ranges on top; nominal when disabled."""
@@ -135,6 +146,13 @@ class PPOConfig:
         except (TypeError, ValueError) as e:
             raise ConfigError(str(e)) from None
         return dataclasses.replace(base, **{k: getattr(overrides, k) for k in self.randomization_ranges})
+
+    def rehearsal(self, base: RandomizationConfig) -> Rehearsal | None:
+        """The envs that rehearse: rehearsal_share of them draw `base` with rehearsal_ranges on top."""
+        if self.rehearsal_share == 0:
+            return None
+        own = dataclasses.replace(self, randomization_ranges=self.rehearsal_ranges, rehearsal_share=0.0)
+        return Rehearsal(own.randomization_config(base), self.rehearsal_share)
 
     # ------------------------------------------------------------------ YAML
     def to_dict(self) -> dict:

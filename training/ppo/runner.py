@@ -86,6 +86,7 @@ class PPORunner:
             task=self.task,
             randomization=cfg.randomization_config(self.task.randomization),
             nthread=cfg.nthread,
+            rehearsal=cfg.rehearsal(self.task.randomization),
         )
         self.env = TwinVecEnv(twin, self.device)
         if cfg.random_initial_episode_length:
