@@ -60,10 +60,11 @@ class RandomizationConfig:
 
 @dataclass(frozen=True)
 class Rehearsal:
-    """A share of a twin's envs that draw their physics from another randomisation: a fine-tuning to new ranges
-    keeps some envs on the twin the policy was first trained on, so that it does not forget it."""
+    """A twin's randomisation in which a share of the envs rehearse another one: a fine-tuning to new ranges keeps
+    its first envs on the twin the policy was first trained on, so that it does not forget it."""
 
-    randomization: RandomizationConfig
+    randomization: RandomizationConfig  # what the other envs draw
+    rehearsed: RandomizationConfig  # what the rehearsing envs draw
     share: float
 
     def envs(self, num_envs: int) -> int:

@@ -50,14 +50,13 @@ class BatchedTwin(gym.vector.VectorEnv):
         num_envs: int = 64,
         seed: int = 0,
         task: VelocityTaskConfig | str | Path | None = None,
-        randomization: RandomizationConfig | None = None,
+        randomization: RandomizationConfig | Rehearsal | None = None,
         backend: str = "mujoco",
         nthread: int | None = None,
-        rehearsal: Rehearsal | None = None,
     ):
         """task: a VelocityTaskConfig or a task YAML; None: the robot's velocity task (sim.tasks.load_task).
-        randomization: replaces the task's. rehearsal: the first envs draw their physics from its randomisation
-        instead. The commands are resampled as the task says until hold_commands()."""
+        randomization: replaces the task's; a Rehearsal: its first envs draw their physics from the rehearsed
+        randomisation. The commands are resampled as the task says until hold_commands()."""
         self.spec = robot if isinstance(robot, RobotSpec) else load_robot(robot)
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
@@ -69,9 +68,10 @@ class BatchedTwin(gym.vector.VectorEnv):
                 f"use a backend of {', '.join(FOOT_BACKENDS)} or drop those terms"
             )
         self.task = VelocityTrackingTask(self.spec, cfg)
-        self.randomization = cfg.randomization if randomization is None else randomization
-        self.rehearsal = rehearsal
-        self._rehearsing = rehearsal.envs(num_envs) if rehearsal is not None else 0
+        self.rehearsal = randomization if isinstance(randomization, Rehearsal) else None
+        own = randomization.randomization if isinstance(randomization, Rehearsal) else randomization
+        self.randomization: RandomizationConfig = cfg.randomization if own is None else own
+        self._rehearsing = self.rehearsal.envs(num_envs) if self.rehearsal is not None else 0
         self.terrain = TerrainGrid(cfg.terrain) if cfg.terrain.enabled else None
         self.curriculum = TerrainCurriculum(cfg.terrain, num_envs) if self.terrain is not None else None
         # an env halfway into the terrain's border times out; False lets episodes run on (terrains sized for them)
@@ -89,7 +89,7 @@ class BatchedTwin(gym.vector.VectorEnv):
         self.max_episode_steps = int(round(self.task.cfg.episode_length_s / spec.control_dt))
         r = self.randomization
         self.push_steps = int(round(r.push_interval_s / spec.control_dt)) if r.enabled and r.push_interval_s > 0 else 0
-        physics = [r] if rehearsal is None else [r, rehearsal.randomization]
+        physics = [r] if self.rehearsal is None else [r, self.rehearsal.rehearsed]
         max_latency = max(int(math.ceil(c.latency_s[1] / spec.physics_dt)) if c.enabled else 0 for c in physics)
         self._history_len = max_latency // spec.physics_steps + 2
 
@@ -395,7 +395,7 @@ class BatchedTwin(gym.vector.VectorEnv):
         params = sample_params(self.randomization, k, spec.physics_dt, self.rng)
         rehearsing = np.flatnonzero(ids < self._rehearsing)
         if self.rehearsal is not None and rehearsing.size:
-            rehearsed = sample_params(self.rehearsal.randomization, rehearsing.size, spec.physics_dt, self.rng)
+            rehearsed = sample_params(self.rehearsal.rehearsed, rehearsing.size, spec.physics_dt, self.rng)
             params.assign(rehearsing, rehearsed)
         self.params.assign(ids, params)
         self.backend.set_params(ids, params)

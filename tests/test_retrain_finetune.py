@@ -130,11 +130,14 @@ def test_a_fine_tuning_rehearses_the_twin_the_run_was_trained_on(source_checkpoi
     task = load_task(load_robot("rover")).randomization
     ranges, share = {"payload_kg": [2.5, 3.5]}, {"rehearsal_share": 0.5}
     randomised = finetune_config(deployed_run("randomised", True), ranges, tmp_path / "a", share)
-    assert randomised.rehearsal(task) == Rehearsal(task, 0.5)
-    assert randomised.randomization_config(task).payload_kg == pytest.approx((2.5, 3.5))
+    drawn = randomised.twin_randomization(task)
+    assert isinstance(drawn, Rehearsal) and drawn.rehearsed == task and drawn.share == 0.5
+    assert drawn.randomization.payload_kg == pytest.approx((2.5, 3.5))
 
     nominal = finetune_config(deployed_run("nominal", False), ranges, tmp_path / "b", share)
-    r = nominal.rehearsal(task).randomization
+    drawn = nominal.twin_randomization(task)
+    assert isinstance(drawn, Rehearsal)
+    r = drawn.rehearsed
     assert r.payload_kg == (0.0, 0.0) and r.kp_scale == (1.0, 1.0) and r.obs_noise == 0.0 and r.push_interval_s == 0
     runner = PPORunner(nominal)
     try:
@@ -142,4 +145,6 @@ def test_a_fine_tuning_rehearses_the_twin_the_run_was_trained_on(source_checkpoi
         assert (payload[:8] == 0.0).all() and ((payload[8:] >= 2.5) & (payload[8:] <= 3.5)).all()
     finally:
         runner.close()
-    assert finetune_config(deployed_run("c", True), ranges, tmp_path / "c", {}).rehearsal(task) is None
+    assert not isinstance(
+        finetune_config(deployed_run("c", True), ranges, tmp_path / "c", {}).twin_randomization(task), Rehearsal
+    )

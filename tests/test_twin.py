@@ -221,8 +221,8 @@ def test_rehearsing_envs_draw_their_physics_from_the_twin_as_trained():
     """A fine-tuning's twin: the first quarter of its envs keep the nominal physics, the others draw the new ranges,
     at every reset; the delay history is long enough for both."""
     identified = RandomizationConfig.from_dict({"payload_kg": [2.0, 3.0], "latency_s": [0.0, 0.0]})
-    rehearsal = Rehearsal(RandomizationConfig.from_dict({"payload_kg": [0.0, 0.0], "latency_s": [0.06, 0.06]}), 0.25)
-    twin = BatchedTwin("rover", num_envs=8, seed=0, randomization=identified, rehearsal=rehearsal)
+    rehearsed = RandomizationConfig.from_dict({"payload_kg": [0.0, 0.0], "latency_s": [0.06, 0.06]})
+    twin = BatchedTwin("rover", num_envs=8, seed=0, randomization=Rehearsal(identified, rehearsed, 0.25))
     for _ in range(2):
         twin.reset()
         assert (twin.params.payload_kg[:2] == 0.0).all() and (twin.params.latency_steps[:2] > 0).all()

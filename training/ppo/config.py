@@ -133,7 +133,7 @@ class PPOConfig:
         if (self.num_envs // self.num_workers) * self.num_steps_per_env < self.num_mini_batches:
             raise ConfigError("num_envs per worker x num_steps_per_env must be at least num_mini_batches")
         self.randomization_config(RandomizationConfig())  # names a bad key or range now, not in a worker
-        self.rehearsal(RandomizationConfig())
+        self.twin_randomization(RandomizationConfig())
 
     def randomization_config(self, base: RandomizationConfig) -> RandomizationConfig:
         """`base` (the task's randomisation) with randomization_ranges on top; nominal when disabled."""
@@ -147,12 +147,14 @@ class PPOConfig:
             raise ConfigError(str(e)) from None
         return dataclasses.replace(base, **{k: getattr(overrides, k) for k in self.randomization_ranges})
 
-    def rehearsal(self, base: RandomizationConfig) -> Rehearsal | None:
-        """The envs that rehearse: rehearsal_share of them draw `base` with rehearsal_ranges on top."""
+    def twin_randomization(self, base: RandomizationConfig) -> RandomizationConfig | Rehearsal:
+        """What the training twin draws: randomization_config(base), with rehearsal_share of the envs drawing `base`
+        with rehearsal_ranges on top instead."""
+        own = self.randomization_config(base)
         if self.rehearsal_share == 0:
-            return None
-        own = dataclasses.replace(self, randomization_ranges=self.rehearsal_ranges, rehearsal_share=0.0)
-        return Rehearsal(own.randomization_config(base), self.rehearsal_share)
+            return own
+        rehearsed = dataclasses.replace(self, randomization_ranges=self.rehearsal_ranges, rehearsal_share=0.0)
+        return Rehearsal(own, rehearsed.randomization_config(base), self.rehearsal_share)
 
     # ------------------------------------------------------------------ YAML
     def to_dict(self) -> dict:

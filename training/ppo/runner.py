@@ -84,9 +84,8 @@ class PPORunner:
             cfg.num_envs // world_size,
             seed=worker_seed(cfg.seed, rank),
             task=self.task,
-            randomization=cfg.randomization_config(self.task.randomization),
+            randomization=cfg.twin_randomization(self.task.randomization),
             nthread=cfg.nthread,
-            rehearsal=cfg.rehearsal(self.task.randomization),
         )
         self.env = TwinVecEnv(twin, self.device)
         if cfg.random_initial_episode_length:
