@@ -154,6 +154,18 @@ def test_a_retraining_shows_its_fit_campaigns_and_lineage(tmp_path, results):
     assert "logs a.mcap 3 episodes" in shown and "field, operator script, retrained 0.12 0.3" in shown
 
 
+def test_the_fit_shows_a_parameter_the_field_robot_leaves_at_nominal_as_its_nominal_value(tmp_path, results):
+    """The hard quadruped's YAML plants kp, not kd: kd's hidden value is the twin's nominal 1.0, not unknown."""
+    results["deploy"]["data"]["field_twin"] = str(ROOT / "config" / "retrain" / "field_robot_hard_quadruped.yaml")
+    estimates = {k: {"value": v} for k, v in {"kp_scale": 0.74, "kd_scale": 1.1, "encoder_offset": 0.01}.items()}
+    results["retrain"] = record(
+        {"promoted": False, "identified": {k: e["value"] for k, e in estimates.items()}, "estimates": estimates}
+    )
+    shown = text(write_report(tmp_path, Run(tmp_path, results)).read_text())
+    assert "kp_scale 0.74 not measured 0.75" in shown
+    assert "kd_scale 1.1 not measured 1.0" in shown and "encoder_offset 0.01 not measured 0.01" in shown
+
+
 def test_a_rolled_back_retraining_shows_the_first_artifact_in_service(tmp_path, results):
     results["retrain"] = record({"promoted": True, "new_artifact": "retrain/policy", "lineage": [{"kind": "logs"}]})
     results["final"] = record(

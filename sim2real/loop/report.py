@@ -17,6 +17,7 @@ from edge.fileio import atomic_write_bytes
 from sim.campaign.report import STYLE, axis_heatmap, html_table, img_tag
 from sim.field_robot import load_field_robot
 from sim.kpis import GAIT_KPIS
+from sim.randomization import NOMINAL
 from sim2real.loop.outputs import (
     Analysed,
     Checked,
@@ -279,7 +280,8 @@ def _sysid(stages: dict, out: Path) -> str:
         return "<h2>System identification</h2><p class='note'>not needed: no drift</p>"
     field_twin = Path(Deployed.recorded(stages).field_twin)
     robot = load_field_robot(field_twin) if field_twin.is_file() else None
-    hidden = {**robot.hidden, "encoder_offset": robot.effects.encoder_offset_rad} if robot else {}
+    # a parameter the field YAML leaves out is the twin's nominal value, not unknown
+    hidden = {**NOMINAL, **robot.hidden, "encoder_offset": robot.effects.encoder_offset_rad} if robot else {}
     estimates = r.estimates or {k: {"value": v} for k, v in r.identified.items()}
     rows = [[k, e["value"], _interval(e), str(hidden.get(k, "-"))] for k, e in estimates.items()]
     # the IMU's bias, identified against the odometry (training.retrain.calibration), beside the field robot's
