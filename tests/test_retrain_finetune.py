@@ -148,3 +148,18 @@ def test_a_fine_tuning_rehearses_the_twin_the_run_was_trained_on(source_checkpoi
     assert not isinstance(
         finetune_config(deployed_run("c", True), ranges, tmp_path / "c", {}).twin_randomization(task), Rehearsal
     )
+
+
+def test_a_fine_tuning_draws_its_duty_share_from_the_logged_commands_and_none_without_them(source_checkpoint, tmp_path):
+    import shutil
+
+    from training.retrain.finetune import finetune_config
+
+    run_dir = tmp_path / "deployed"
+    shutil.copytree(source_checkpoint.parent.parent, run_dir)
+    PPOConfig.for_robot("rover", **SMALL).save_yaml(run_dir / "config.yaml")
+    duty = [[0.5, 0.0, 0.0, 0.6], [0.0, 0.0, 0.8, 0.4]]
+    tuned = finetune_config(run_dir, {}, tmp_path / "a", {"duty_share": 0.5}, duty=duty)
+    assert tuned.duty == duty and tuned.duty_share == 0.5
+    silent = finetune_config(run_dir, {}, tmp_path / "b", {"duty_share": 0.5}, duty=[])
+    assert silent.duty is None and silent.duty_share == 0.0  # a log without commands: every draw is the task's

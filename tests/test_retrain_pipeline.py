@@ -74,6 +74,13 @@ def test_retraining_identifies_the_field_twin_and_closes_the_gap(deployed, retra
         <= HIDDEN["latency_s"]
         <= tuned["randomization_ranges"]["latency_s"][1]
     )
+    # half its command draws were the operator's script as logged, each command by its share of the time
+    duty = json.loads((r.out_dir / "retrain.json").read_text())["stages"]["ingest"]["result"]["duty"]
+    shares = {tuple(row[:3]): row[3] for row in duty}
+    for seconds, *command in SCRIPT:
+        assert shares[tuple(command)] == pytest.approx(seconds / sum(s[0] for s in SCRIPT), abs=0.02), shares
+    ppo = yaml.safe_load((Path(tuned["run_dir"]) / "config.yaml").read_text())
+    assert ppo["duty_share"] == tuned["duty_share"] == 0.5 and ppo["duty"] == duty
     assert {c["kind"] for c in r.campaigns.values()} == {"standard", "identified-twin"}
     twin = next(c for c in r.campaigns.values() if c["kind"] == "identified-twin")
     assert twin["kpi_means"]["tracking_error_ang"] < twin["deployed_kpi_means"]["tracking_error_ang"]

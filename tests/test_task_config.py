@@ -273,6 +273,45 @@ def test_stand_still_share_and_ranges_shape_the_commands(tmp_path, quadruped):
     assert 0.05 < np.mean(np.all(default == 0.0, axis=1)) < 0.16  # the default tenth stand still
 
 
+def test_a_duty_share_of_the_draws_comes_from_the_logged_commands(quadruped):
+    """PPOConfig.duty_share of the command draws are rows of `duty`, weighted by their logged time and clipped to
+    the command ranges; the others keep the task's uniform draws."""
+    from training.ppo.config import PPOConfig
+
+    duty = [[0.5, 0.0, 0.0, 3.0], [0.0, 0.0, 0.8, 1.0], [2.0, 0.0, 0.0, 0.0001]]
+
+    def commands(share: float) -> np.ndarray:
+        task = PPOConfig(robot="quadruped", duty=duty, duty_share=share).twin_task(load_task(quadruped))
+        twin = BatchedTwin(quadruped, num_envs=2000, seed=3, task=task, randomization=NOMINAL)
+        twin.reset()
+        return twin.commands
+
+    all_duty = commands(1.0)
+    rows = [tuple(r) for r in np.unique(all_duty, axis=0)]
+    assert set(rows) <= {(0.5, 0.0, 0.0), (0.0, 0.0, 0.8), (1.0, 0.0, 0.0)}  # 2.0 m/s clipped to vx's 1.0
+    assert 0.70 < np.mean(np.all(all_duty == [0.5, 0.0, 0.0], axis=1)) < 0.80  # 3 of every 4 logged seconds
+    half = commands(0.5)
+    from_duty = np.isin(half[:, 2], [0.0, 0.8]) & np.isin(half[:, 0], [0.0, 0.5])
+    assert 0.45 < from_duty.mean() < 0.62  # half, and the uniform draws' tenth that stand still
+    assert commands(0.0)[:, 2].std() > 0.5  # uniform over wz's [-1, 1]
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"duty_share": 0.5}, "duty_share needs duty"),
+        ({"duty": [[0.5, 0.0, 0.0]]}, r"each row is \[vx, vy, wz, weight >= 0\]"),
+        ({"duty": [[0.5, 0.0, 0.0, 0.0]]}, "the weights may not all be 0"),
+        ({"duty": [[0.5, 0.0, 0.0, 1.0]], "duty_share": 1.5}, "duty_share"),
+    ],
+)
+def test_a_duty_without_commands_or_weights_is_refused(settings, message):
+    from training.ppo.config import ConfigError, PPOConfig
+
+    with pytest.raises(ConfigError, match=message):
+        PPOConfig.from_dict({"robot": "quadruped", **settings})
+
+
 def test_resampling_follows_the_task_period(tmp_path, quadruped):
     twin = BatchedTwin(quadruped, num_envs=2, seed=0, task=write(tmp_path, "commands: {resample_s: 0.1}"))
     twin.reset()

@@ -54,6 +54,10 @@ class VelocityCommand:
     resample_s: float = 10.0  # a new command every resample_s of an episode (and at reset)
     stand_still_share: float = 0.1  # share of the draws set to zero
     ranges: CommandLimits | None = None  # within the robot's command_limits; None: all of them
+    # the commands the robot was given in the field, rows of (vx, vy, wz, share of the logged time), and the share
+    # of the draws taken from them: a fine-tuning's (PPOConfig.duty_share), not a task YAML's
+    duty: tuple[tuple[float, float, float, float], ...] = ()
+    duty_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,12 @@ def check_task(cfg: VelocityTaskConfig, robot: RobotSpec, source: str) -> Veloci
     c = cfg.commands
     if not c.resample_s > 0 or not 0.0 <= c.stand_still_share <= 1.0:
         raise SimError(f"{source}: commands.resample_s must be > 0 and commands.stand_still_share in [0, 1]")
+    rows_ok = all(len(row) == 4 and row[3] >= 0 for row in c.duty) and (not c.duty or sum(r[3] for r in c.duty) > 0)
+    if not 0.0 <= c.duty_share <= 1.0 or not rows_ok:
+        raise SimError(
+            f"{source}: commands.duty_share must be in [0, 1], and the duty rows (vx, vy, wz, weight >= 0) must "
+            "weigh more than 0 together"
+        )
     if c.ranges is not None:
         for axis in ("vx", "vy", "wz"):
             (lo, hi), (lim_lo, lim_hi) = getattr(c.ranges, axis), getattr(robot.command_limits, axis)

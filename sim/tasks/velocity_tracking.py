@@ -10,7 +10,7 @@ from edge.observation import ObservationLayout
 from sim.robot import RobotSpec
 from sim.tasks.config import VelocityTaskConfig, check_task
 from sim.tasks.loader import load_task
-from sim.tasks.terms import TermContext, UniformVelocityCommand, base_velocities
+from sim.tasks.terms import TermContext, VelocityCommandTerm, base_velocities
 
 
 class VelocityTrackingTask:
@@ -22,8 +22,9 @@ class VelocityTrackingTask:
         self.layout = ObservationLayout(self.cfg.obs_terms(spec.num_actions))
         self.obs_dim = self.layout.dim
         c = self.cfg.commands
-        self.commands = UniformVelocityCommand(
-            c.ranges or spec.command_limits, c.stand_still_share, c.resample_s, spec.control_dt
+        duty = np.array(c.duty, dtype=float).reshape(-1, 4)
+        self.commands = VelocityCommandTerm(
+            c.ranges or spec.command_limits, c.stand_still_share, c.resample_s, spec.control_dt, duty, c.duty_share
         )
 
     @staticmethod

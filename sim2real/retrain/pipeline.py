@@ -387,7 +387,7 @@ def _finetune(ctx: StageContext) -> dict:
     ranges = finetune_ranges(run.cfg, ctx.results["sysid"])
     root = ctx.out / "train"
     robot = run.manifest.robot["name"]
-    ppo = finetune_config(source, ranges, root, ctx.settings, run.request.seed)
+    ppo = finetune_config(source, ranges, root, ctx.settings, run.request.seed, ctx.results["ingest"].get("duty"))
     started = find_run(root, robot)  # an interrupted fine-tuning: continue it
     resume = started if started is not None and (started / "checkpoints").is_dir() else None
 
@@ -403,6 +403,7 @@ def _finetune(ctx: StageContext) -> dict:
         "run_id": json.loads((run_dir / "run_info.json").read_text())["run_id"],
         "init_from": ppo.init_from,
         "randomization_ranges": ranges,
+        "duty_share": ppo.duty_share,
         "iterations": summary["iteration"],
         "final_eval": summary["final_eval"],
         "artifact": str(policy),
@@ -413,7 +414,12 @@ def _finetune(ctx: StageContext) -> dict:
 def _tuned(ctx: StageContext, tuned: dict) -> None:
     run = ctx.config
     new_artifact = Path(tuned["artifact"])
-    run.say(f"fine-tuned {tuned['iterations']} iterations from {tuned['init_from']} -> {new_artifact}")
+    duty, note = len(ctx.results["ingest"].get("duty") or []), ""
+    if tuned.get("duty_share"):
+        note = f"; {tuned['duty_share']:.0%} of its command draws from the {duty} commands the logs hold"
+    elif (ctx.settings or {}).get("duty_share"):
+        note = "; the logs hold no commands: every command draw is the task's"
+    run.say(f"fine-tuned {tuned['iterations']} iterations from {tuned['init_from']} -> {new_artifact}{note}")
     run.reg.record(run.retrain_id, training_run=tuned["run_dir"], new_sha256=tuned["sha256"])
     run.reg.add_artifact(
         tuned["sha256"],

@@ -16,6 +16,7 @@ import yaml
 from edge.config import load_dataclass, setting
 from edge.resources import config_path
 from sim.randomization import RandomizationConfig, Rehearsal
+from sim.tasks.config import VelocityTaskConfig
 from training.errors import ConfigError
 
 PPO_CONFIG_DIR = config_path("ppo")
@@ -49,6 +50,12 @@ class PPOConfig:
     )
     rehearsal_ranges: dict[str, list[float] | float] | None = setting(
         None, "ranges over the robot YAML's for the rehearsing envs (the run's first randomization_ranges)"
+    )
+    duty: list[list[float]] | None = setting(
+        None, "commands the robot was given in the field: rows of [vx, vy, wz, share of the logged time]"
+    )
+    duty_share: float = setting(
+        0.0, "share of the command draws taken from `duty` instead of the task's ranges (a fine-tuning)", ge=0, le=1
     )
     init_from: str | None = setting(None, "a checkpoint (or run directory) whose weights and normalisers start a run")
 
@@ -134,6 +141,12 @@ class PPOConfig:
             raise ConfigError("num_envs per worker x num_steps_per_env must be at least num_mini_batches")
         self.randomization_config(RandomizationConfig())  # names a bad key or range now, not in a worker
         self.twin_randomization(RandomizationConfig())
+        if self.duty_share and not self.duty:
+            raise ConfigError("duty_share needs duty: the commands to draw from")
+        if any(len(row) != 4 or row[3] < 0 for row in self.duty or []) or (
+            self.duty and not sum(r[3] for r in self.duty)
+        ):
+            raise ConfigError("duty: each row is [vx, vy, wz, weight >= 0], and the weights may not all be 0")
 
     def randomization_config(self, base: RandomizationConfig) -> RandomizationConfig:
         """`base` (the task's randomisation) with randomization_ranges on top; nominal when disabled."""
@@ -155,6 +168,15 @@ class PPOConfig:
             return own
         rehearsed = dataclasses.replace(self, randomization_ranges=self.rehearsal_ranges, rehearsal_share=0.0)
         return Rehearsal(own, rehearsed.randomization_config(base), self.rehearsal_share)
+
+    def twin_task(self, task: VelocityTaskConfig) -> VelocityTaskConfig:
+        """The task the training twin runs: `task`, duty_share of its command draws taken from `duty`."""
+        if not self.duty_share:
+            return task
+        duty = tuple(tuple(float(v) for v in row) for row in self.duty or [])
+        return dataclasses.replace(
+            task, commands=dataclasses.replace(task.commands, duty=duty, duty_share=self.duty_share)
+        )
 
     # ------------------------------------------------------------------ YAML
     def to_dict(self) -> dict:

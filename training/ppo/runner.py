@@ -78,7 +78,7 @@ class PPORunner:
         self.show_progress = show_progress
         torch.set_num_threads(cfg.torch_threads)
         self.spec = load_robot(cfg.robot)
-        self.task = load_task(self.spec, cfg.task)
+        self.task = cfg.twin_task(load_task(self.spec, cfg.task))
         twin = BatchedTwin(
             self.spec,
             cfg.num_envs // world_size,

@@ -22,6 +22,7 @@ from edge.resources import config_path
 from sim.kpis import DESCRIPTIVE_KPIS, KPI_UNITS, RobotLimits, episode_kpis
 from training.errors import ConfigError, TrainingError
 from training.retrain.calibration import GyroBias, gyro_bias
+from training.retrain.duty import duty_table
 from training.retrain.ingest import ROLES, FieldLog, read_field_log
 
 DEFAULT_TRIGGER = config_path("retrain", "trigger.yaml")
@@ -140,7 +141,8 @@ def field_kpis(logs: list[FieldLog], limits: RobotLimits, settle_s: float = 0.5)
 def ingest_logs(files: list[Path], spec, topics: dict[str, str] | None = None) -> dict:
     """The field logs read: per file its hash, rows, episodes, damaged spans and the topic each signal came from;
     the IMU's gyro bias against the odometry (training.retrain.calibration); the KPI means over all episodes, on
-    the IMU less that bias (the campaign's KPI code), the episode count and the KPIs not measured, with why.
+    the IMU less that bias (the campaign's KPI code), the episode count and the KPIs not measured, with why; the
+    commands the robot was given (training.retrain.duty).
     `spec`: the robot (sim.robot.load_robot); `topics`: signal -> topic (read_field_log). A log none of whose
     topics gives the robot's state fails with one line."""
     from sim.campaign.rollout import robot_limits
@@ -165,6 +167,7 @@ def ingest_logs(files: list[Path], spec, topics: dict[str, str] | None = None) -
         "episodes": kpis.episodes,
         "not_measured": kpis.not_measured,
         "gyro_bias": bias.to_dict(),
+        "duty": duty_table(logs),
     }
 
 

@@ -39,23 +39,32 @@ def training_run_dir(
 
 
 def finetune_config(
-    run_dir: Path, ranges: dict[str, list[float]], out_root: Path, overrides: dict, seed: int = 0
+    run_dir: Path,
+    ranges: dict[str, list[float]],
+    out_root: Path,
+    overrides: dict,
+    seed: int = 0,
+    duty: list[list[float]] | None = None,
 ) -> PPOConfig:
     """The deployed run's own config, starting from its latest checkpoint, randomisation centred on `ranges`; the
     envs that rehearse (`rehearsal_share` of the overrides) keep the run's own randomisation. A run trained on the
     nominal twin keeps everything else nominal (no pushes, no observation noise): the fine-tuning adapts it to what
-    was identified, not to a harder task at the same time."""
+    was identified, not to a harder task at the same time. `duty`: the logged commands (training.retrain.duty),
+    which `duty_share` of the overrides' command draws take; without them every draw is the task's."""
     cfg = PPOConfig.from_yaml(run_dir / "config.yaml")
     own = cfg.randomization_ranges or {}
     if not cfg.randomization:
         own = {**{k: [v, v] for k, v in NOMINAL.items()}, "obs_noise": 0.0, "push_interval_s": 0.0}
         ranges = {**own, **ranges}
+    if not duty:
+        overrides = {**overrides, "duty_share": 0.0}
     return cfg.replace(
         **{
             "init_from": str(latest_checkpoint(run_dir)),
             "randomization": True,
             "randomization_ranges": ranges,
             "rehearsal_ranges": own,
+            "duty": duty or None,
             "run_root": str(out_root),
             "seed": seed,
             "stop_at_threshold": False,

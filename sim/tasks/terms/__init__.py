@@ -5,7 +5,7 @@ task YAML may use): REWARDS, OBSERVATIONS, TERMINATIONS.
     REWARDS["lin_vel_z"](TermContext(robot, state))  # [N]: vertical base velocity squared
 """
 
-from sim.tasks.terms.commands import UniformVelocityCommand
+from sim.tasks.terms.commands import VelocityCommandTerm
 from sim.tasks.terms.context import TermContext, base_velocities
 from sim.tasks.terms.feet import FootTracker
 from sim.tasks.terms.observations import OBSERVATIONS
@@ -20,6 +20,6 @@ __all__ = [
     "TERMINATIONS",
     "FootTracker",
     "TermContext",
-    "UniformVelocityCommand",
+    "VelocityCommandTerm",
     "base_velocities",
 ]
