@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,12 +209,8 @@ def check_task(cfg: VelocityTaskConfig, robot: RobotSpec, source: str) -> Veloci
     c = cfg.commands
     if not c.resample_s > 0 or not 0.0 <= c.stand_still_share <= 1.0:
         raise SimError(f"{source}: commands.resample_s must be > 0 and commands.stand_still_share in [0, 1]")
-    rows_ok = all(len(row) == 4 and row[3] >= 0 for row in c.duty) and (not c.duty or sum(r[3] for r in c.duty) > 0)
-    if not 0.0 <= c.duty_share <= 1.0 or not rows_ok:
-        raise SimError(
-            f"{source}: commands.duty_share must be in [0, 1], and the duty rows (vx, vy, wz, weight >= 0) must "
-            "weigh more than 0 together"
-        )
+    if (why := duty_error(c.duty, c.duty_share)) is not None:
+        raise SimError(f"{source}: commands.{why}")
     if c.ranges is not None:
         for axis in ("vx", "vy", "wz"):
             (lo, hi), (lim_lo, lim_hi) = getattr(c.ranges, axis), getattr(robot.command_limits, axis)
@@ -228,6 +224,18 @@ def check_task(cfg: VelocityTaskConfig, robot: RobotSpec, source: str) -> Veloci
     if min(dataclasses.astuple(cfg.reset)) < 0:
         raise SimError(f"{source}: reset noise widths must be non-negative, got {cfg.reset}")
     return cfg
+
+
+def duty_error(duty: Sequence[Sequence[float]], share: float) -> str | None:
+    """Why a duty table (rows of vx, vy, wz, weight) and the share of the draws taken from it are refused; None
+    where they are not."""
+    if not 0.0 <= share <= 1.0:
+        return f"duty_share must be in [0, 1], got {share}"
+    if share and not duty:
+        return "duty_share needs duty: the commands to draw from"
+    if any(len(row) != 4 or row[3] < 0 for row in duty) or (duty and not sum(row[3] for row in duty) > 0):
+        return "duty: each row is [vx, vy, wz, weight >= 0], and the weights may not all be 0"
+    return None
 
 
 def _check_joint_lists(params: dict, robot: RobotSpec, where: str) -> None:

@@ -16,7 +16,7 @@ import yaml
 from edge.config import load_dataclass, setting
 from edge.resources import config_path
 from sim.randomization import RandomizationConfig, Rehearsal
-from sim.tasks.config import VelocityTaskConfig
+from sim.tasks.config import VelocityTaskConfig, duty_error
 from training.errors import ConfigError
 
 PPO_CONFIG_DIR = config_path("ppo")
@@ -141,12 +141,8 @@ class PPOConfig:
             raise ConfigError("num_envs per worker x num_steps_per_env must be at least num_mini_batches")
         self.randomization_config(RandomizationConfig())  # names a bad key or range now, not in a worker
         self.twin_randomization(RandomizationConfig())
-        if self.duty_share and not self.duty:
-            raise ConfigError("duty_share needs duty: the commands to draw from")
-        if any(len(row) != 4 or row[3] < 0 for row in self.duty or []) or (
-            self.duty and not sum(r[3] for r in self.duty)
-        ):
-            raise ConfigError("duty: each row is [vx, vy, wz, weight >= 0], and the weights may not all be 0")
+        if (why := duty_error(self.duty or [], self.duty_share)) is not None:
+            raise ConfigError(why)
 
     def randomization_config(self, base: RandomizationConfig) -> RandomizationConfig:
         """`base` (the task's randomisation) with randomization_ranges on top; nominal when disabled."""
