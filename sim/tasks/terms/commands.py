@@ -16,19 +16,17 @@ class VelocityCommandTerm:
         stand_still_share: float,
         resample_s: float,
         control_dt: float,
-        duty: np.ndarray | None = None,
-        duty_share: float = 0.0,
+        duty: np.ndarray,
+        duty_share: float,
     ):
-        """duty: [K, 4] rows of (vx, vy, wz, weight), clipped to `ranges`; duty_share: the share of the draws
-        taken from it."""
+        """duty: [K, 4] rows of (vx, vy, wz, weight), clipped to `ranges` (K may be 0); duty_share: the share of
+        the draws taken from it (sim.tasks.config.duty_error checks both)."""
         self.low, self.high = ranges.low(), ranges.high()
         self.stand_still_share = stand_still_share
         self.resample_steps = max(1, int(round(resample_s / control_dt)))
-        self.duty_share = duty_share if duty is not None and len(duty) else 0.0
-        if self.duty_share:
-            assert duty is not None
-            self.duty = np.clip(duty[:, :3], self.low, self.high)
-            self.duty_p = duty[:, 3] / duty[:, 3].sum()
+        self.duty_share = duty_share
+        self.duty = np.clip(duty[:, :3], self.low, self.high)
+        self.duty_p = duty[:, 3] / duty[:, 3].sum() if len(duty) else duty[:, 3]
 
     def sample(self, k: int, rng: np.random.Generator) -> np.ndarray:
         """k fresh commands [k, 3]."""
