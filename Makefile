@@ -16,10 +16,11 @@ demo: $(STAMP)
 
 # one pytest process per core (a file's tests stay together, so its module fixtures are built once; the longest files
 # first, tests/conftest.py's FILE_ORDER); then the real `ros2 launch` tests alone: each starts a robot's nodes in
-# real time, which a second worker's load would judge
+# real time, which a second worker's load would judge. --durations: the slowest tests in every log, for the 15-minute
+# budget of the whole suite
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore tests/test_ros_launch.py
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20 --ignore tests/test_ros_launch.py
 	$(VENV)/bin/python -m pytest tests/test_ros_launch.py
 
 setup: $(STAMP)

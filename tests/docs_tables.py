@@ -117,7 +117,8 @@ def retrain_budgets() -> str:
                 name,
                 f"{s.windows} windows x {s.window_s:g} s; CMA-ES population {s.population} x {s.generations} "
                 f"generations, {s.runs} runs",
-                f"{b.finetune.get('iterations', 'the run config')} iterations{legged}",
+                f"{b.finetune.get('iterations', 'the run config')} iterations{legged}, checkpoints every "
+                f"{b.finetune.get('checkpoint_every', 'as the run config')}",
                 b.campaign,
             )
         )

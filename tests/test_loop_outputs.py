@@ -51,6 +51,8 @@ def test_what_the_report_reads_is_typed_and_the_rest_rides_along_in_details():
         "sysid_error_after": 0.05,
         "sysid_plot": None,
         "gyro_bias": {"axes": {}, "why_not": "no log has both an IMU and an odometry to compare it with"},
+        "selected_iteration": 100,
+        "checkpoint_scores": [{"iteration": 100, "passed": True, "kpi_means": {}, "left": 0.5}],
         "campaigns": {"quick": {"passed": True}},
         "lineage": [],
         "timings": {"sysid": 3.0},

@@ -134,6 +134,12 @@ def test_a_retraining_shows_its_fit_campaigns_and_lineage(tmp_path, results):
             "estimates": {"payload_kg": {"value": 1.5, "low": 1.4, "high": 1.6, "determined": True, "why": ""}},
             "sysid_error_before": 0.2,
             "sysid_error_after": 0.05,
+            "selected_iteration": 40,
+            "checkpoint_scores": [
+                {"iteration": 20, "passed": True, "kpi_means": {}, "left": 0.8},
+                {"iteration": 40, "passed": True, "kpi_means": {}, "left": 0.55},
+                {"iteration": 60, "passed": False, "kpi_means": {}, "left": 0.4},
+            ],
             "campaigns": {"quick": {"passed": True}},
             "lineage": [{"kind": "logs", "ref": "a.mcap", "detail": "3 episodes"}],
         }
@@ -150,6 +156,7 @@ def test_a_retraining_shows_its_fit_campaigns_and_lineage(tmp_path, results):
     shown = text(write_report(tmp_path, Run(tmp_path, results)).read_text())
     assert "payload_kg 1.5 1.4 to 1.6 -" in shown and "0.2 before, 0.05 after identification (75% lower)" in shown
     assert "quick pass" in shown and "promoted: nothing got worse" in shown
+    assert "20 80% pass 40 (chosen) 55% pass 60 40% FAIL" in shown  # the checkpoints on the identified twin
     assert "tracking_error_lin: 87% of the field-vs-campaign gap closed" in shown
     assert "logs a.mcap 3 episodes" in shown and "field, operator script, retrained 0.12 0.3" in shown
 

@@ -81,9 +81,21 @@ def test_retraining_identifies_the_field_twin_and_closes_the_gap(deployed, retra
         assert shares[tuple(command)] == pytest.approx(seconds / sum(s[0] for s in SCRIPT), abs=0.02), shares
     ppo = yaml.safe_load((Path(tuned["run_dir"]) / "config.yaml").read_text())
     assert ppo["duty_share"] == tuned["duty_share"] == 0.5 and ppo["duty"] == duty
+    # every checkpoint ran the identified-twin campaign; the candidate is the one that left the least field error
+    iterations = list(range(ppo["checkpoint_every"], ppo["iterations"] + 1, ppo["checkpoint_every"]))
+    assert [s["iteration"] for s in r.checkpoint_scores] == iterations
+    passing = [s for s in r.checkpoint_scores if s["passed"]] or r.checkpoint_scores
+    assert r.selected_iteration in iterations
+    chosen = next(s for s in r.checkpoint_scores if s["iteration"] == r.selected_iteration)
+    assert chosen["left"] == min(s["left"] for s in passing)
+    assert chosen["left"] == pytest.approx(
+        chosen["kpi_means"]["tracking_error_ang"] / r.field_kpis["tracking_error_ang"]
+    )
+    assert r.new_artifact == r.out_dir / "select" / f"{r.selected_iteration:06d}" / "policy"
     assert {c["kind"] for c in r.campaigns.values()} == {"standard", "identified-twin"}
     twin = next(c for c in r.campaigns.values() if c["kind"] == "identified-twin")
     assert twin["kpi_means"]["tracking_error_ang"] < twin["deployed_kpi_means"]["tracking_error_ang"]
+    assert twin["kpi_means"] == pytest.approx(chosen["kpi_means"])  # the campaign the checkpoint was chosen on
     # promotion follows the campaigns (the rule itself: test_retrain_promote); a fine-tuning this short can trade
     # too much linear tracking on the standard campaign for the field's yaw tracking, and then it must not deploy
     new = load_manifest(r.new_artifact)
@@ -114,7 +126,8 @@ def test_a_finished_retraining_is_not_redone(deployed, field_logs, retrained):
     assert again.promoted == r.promoted and again.promotion_reason == r.promotion_reason
     assert again.timings == r.timings and list(r.timings) == PIPELINE.names  # each stage's time when it ran
     # each finished stage's line is said again, as the first run said it (and the registry rows written again)
-    words = ["gyro", "drift:", "identified", "fine-tuned", "campaign", "campaign", "promoted:" if r.promoted else "not"]
+    words = ["gyro", "drift:", "identified", "fine-tuned", "checkpoint", "campaign", "campaign"]
+    words.append("promoted:" if r.promoted else "not")
     assert [line.split()[0] for line in lines] == words, lines
 
 

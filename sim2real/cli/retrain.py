@@ -167,6 +167,12 @@ def _print(console, r) -> None:
         )
     if r.training_run:
         table.add_row("training run", r.training_run)
+    if r.checkpoint_scores:
+        table.add_row(
+            "checkpoint",
+            f"{r.selected_iteration}, chosen on the identified twin; field error left per checkpoint: "
+            + ", ".join(f"{s['iteration']} {100 * s['left']:.0f}%" for s in r.checkpoint_scores),
+        )
     for name, c in r.campaigns.items():
         table.add_row(
             f"campaign {name}",

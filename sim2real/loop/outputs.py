@@ -180,6 +180,8 @@ class Retrained(StageOutput):
     sysid_error_after: float | None = None
     sysid_plot: str | None = None  # PNG: logged velocities beside the untuned and the identified twin's replays
     gyro_bias: dict = field(default_factory=dict)  # training.retrain.calibration.GyroBias.to_dict()
+    selected_iteration: int | None = None  # the fine-tuning's checkpoint that became the candidate
+    checkpoint_scores: list[dict] = field(default_factory=list)  # training.retrain.select.CheckpointScore per one
     campaigns: dict[str, dict] = field(default_factory=dict)  # campaign name -> its check ({passed, ...})
     lineage: list[dict] = field(default_factory=list)  # [{kind, ref, detail}]: logs -> ... -> campaign report
 

@@ -300,6 +300,19 @@ def _sysid(stages: dict, out: Path) -> str:
     plot = r.sysid_plot  # the retraining's own figure: logged velocities beside both twins' replays
     if plot and Path(plot).is_file():
         img += f"<img alt='replayed trajectories' src='data:image/png;base64,{_b64(Path(plot))}'>"
+    chosen = ""
+    if r.checkpoint_scores:  # the fine-tuning's checkpoints on the identified twin (training.retrain.select)
+        scored = [
+            [
+                str(s["iteration"]) + (" (chosen)" if s["iteration"] == r.selected_iteration else ""),
+                f"{100 * s['left']:.0f}%",
+                "pass" if s["passed"] else "FAIL",
+            ]
+            for s in r.checkpoint_scores
+        ]
+        chosen = "<p>the fine-tuning's checkpoints on the identified twin:</p>" + html_table(
+            ["checkpoint", "field error of the drifted KPIs left", "gates"], scored
+        )
     verdicts = r.campaigns
     camp = (
         html_table(["campaign", "passed"], [[k, "pass" if v.get("passed") else "FAIL"] for k, v in verdicts.items()])
@@ -311,6 +324,7 @@ def _sysid(stages: dict, out: Path) -> str:
         + html_table(["parameter", "identified", "95% interval", "hidden (field twin)"], rows)
         + fit
         + img
+        + chosen
         + camp
         + f"<p>{'promoted' if r.promoted else 'not promoted'}: {html.escape(str(r.promotion_reason))}</p>"
     )

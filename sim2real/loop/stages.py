@@ -363,8 +363,12 @@ def retrain(ctx: StageContext) -> StageResult:
         f"{k} {v:.3g}" + (" (not determined)" if k in loose else "") for k, v in result.identified.items()
     )
     verdict = "promoted" if result.promoted else f"not promoted ({result.promotion_reason})"
+    scored = [s["iteration"] for s in result.checkpoint_scores]
+    chosen = f"checkpoint {result.selected_iteration}" + (
+        f" of {scored[0]}-{scored[-1]} chosen on the identified twin" if scored else ""
+    )
     output = Retrained.from_json(result.to_dict())
-    return StageResult(PASS if result.promoted else WARN, f"identified {identified}; {verdict}", output)
+    return StageResult(PASS if result.promoted else WARN, f"identified {identified}; {chosen}; {verdict}", output)
 
 
 # ---------------------------------------------------------------------------------------------------- 8 final

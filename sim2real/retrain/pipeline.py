@@ -1,12 +1,12 @@
 """`retrain(RetrainRequest(logs, artifact, out_dir))`: field logs -> drift decision -> system identification ->
-fine-tuning -> campaigns -> promotion, with a lineage record. The one entry point of `sim2real retrain` and
-`sim2real loop`.
+fine-tuning -> the choice of its checkpoint -> campaigns -> promotion, with a lineage record. The one entry point of
+`sim2real retrain` and `sim2real loop`.
 
-Six stages on the one Stage runner (sim2real.pipeline): each finished stage's result is in out_dir/retrain.json
+Seven stages on the one Stage runner (sim2real.pipeline): each finished stage's result is in out_dir/retrain.json
 (rewritten atomically) and the stage is skipped on the next call, so a run interrupted anywhere resumes where it
-stopped: the fine-tuning from its last checkpoint, the campaigns from their results files. Without drift (and
-without `force`) the run ends after `decide`. The registry rows and log lines of a stage are written each time a
-run passes it, also when it was finished earlier.
+stopped: the fine-tuning from its last checkpoint, the choice afresh, the campaigns from their results files.
+Without drift (and without `force`) the run ends after `decide`. The registry rows and log lines of a stage are
+written each time a run passes it, also when it was finished earlier.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from training.retrain.registry import DEFAULT_REGISTRY, CampaignRecord, Registry
 # their system-id evaluations, fine-tuning iterations and campaign episodes; the ETAs and the weights of the stages
 # in the pipeline's progress
 EXPECTED_S = {
-    "minimal": {"ingest": 0.5, "decide": 0.1, "sysid": 5, "finetune": 20, "campaigns": 7, "promote": 0.1},
-    "quick": {"ingest": 0.5, "decide": 0.1, "sysid": 5, "finetune": 40, "campaigns": 7, "promote": 0.1},
-    "full": {"ingest": 1, "decide": 0.1, "sysid": 20, "finetune": 130, "campaigns": 700, "promote": 0.1},
+    "minimal": {"ingest": 0.5, "decide": 0.1, "sysid": 5, "finetune": 20, "select": 5, "campaigns": 7, "promote": 0.1},
+    "quick": {"ingest": 0.5, "decide": 0.1, "sysid": 5, "finetune": 40, "select": 10, "campaigns": 7, "promote": 0.1},
+    "full": {"ingest": 1, "decide": 0.1, "sysid": 20, "finetune": 130, "select": 25, "campaigns": 700, "promote": 0.1},
 }
 
 
@@ -56,6 +56,8 @@ class RetrainResult:
     sysid_error_after: float | None = None
     sysid_plot: str | None = None  # PNG: logged velocities beside the untuned and the identified twin's
     training_run: str | None = None
+    selected_iteration: int | None = None  # the fine-tuning's checkpoint that became the candidate
+    checkpoint_scores: list[dict] = field(default_factory=list)  # training.retrain.select.CheckpointScore per one
     new_artifact: Path | None = None
     campaigns: dict = field(default_factory=dict)  # campaign name -> CampaignCheck.to_dict() + report paths
     promoted: bool = False
@@ -166,7 +168,12 @@ def retrain(
         # the retraining budget's sizes, by the stage that reads them
         sizes = Budget(
             plan.name,
-            {"sysid": plan, "finetune": plan.finetune_for(bool(spec.feet)), "campaigns": plan.campaign},
+            {
+                "sysid": plan,
+                "finetune": plan.finetune_for(bool(spec.feet)),
+                "select": plan.campaign,
+                "campaigns": plan.campaign,
+            },
             EXPECTED_S.get(plan.name, {}),
         )
         run = PIPELINE.open(out_dir, record).execute(inputs, sizes, progress)
@@ -210,11 +217,13 @@ def _result(run: Run, retrain_id: int) -> RetrainResult:
     if run.stopped == "decide":
         result.promotion_reason = "not retrained: no drift"
         return result
-    sysid, tuned, campaigns, promotion = r["sysid"], r["finetune"], r["campaigns"], r["promote"]
+    sysid, tuned, chosen = r["sysid"], r["finetune"], r["select"]
+    campaigns, promotion = r["campaigns"], r["promote"]
     result.identified, result.estimates = sysid["values"], sysid.get("estimates", {})
     result.sysid_error_before, result.sysid_error_after = sysid["error_before"], sysid["error_after"]
     result.sysid_plot = sysid["plot"]
-    result.training_run, result.new_artifact = tuned["run_dir"], Path(tuned["artifact"])
+    result.training_run, result.new_artifact = tuned["run_dir"], Path(chosen["artifact"])
+    result.selected_iteration, result.checkpoint_scores = chosen["iteration"], chosen["scores"]
     result.campaigns = {c["name"]: c for c in campaigns["checks"]}
     result.promoted, result.promotion_reason = promotion["promoted"], promotion["reason"]
     result.signed_by = promotion.get("signed_by")
@@ -396,7 +405,6 @@ def _finetune(ctx: StageContext) -> dict:
 
     with ProgressWatcher(root, robot, ppo.iterations, report):
         run_dir = train(ppo, resume=resume, show_progress=run.request.show_progress)
-    policy = run_dir / "policy"
     summary = json.loads((run_dir / "summary.json").read_text())
     return {
         "run_dir": str(run_dir),
@@ -406,24 +414,79 @@ def _finetune(ctx: StageContext) -> dict:
         "duty_share": ppo.duty_share,
         "iterations": summary["iteration"],
         "final_eval": summary["final_eval"],
-        "artifact": str(policy),
-        "sha256": sha256_file(policy / "policy.onnx"),
     }
 
 
 def _tuned(ctx: StageContext, tuned: dict) -> None:
     run = ctx.config
-    new_artifact = Path(tuned["artifact"])
     duty, note = len(ctx.results["ingest"].get("duty") or []), ""
     if tuned.get("duty_share"):
         note = f"; {tuned['duty_share']:.0%} of its command draws from the {duty} commands the logs hold"
     elif (ctx.settings or {}).get("duty_share"):
         note = "; the logs hold no commands: every command draw is the task's"
-    run.say(f"fine-tuned {tuned['iterations']} iterations from {tuned['init_from']} -> {new_artifact}{note}")
-    run.reg.record(run.retrain_id, training_run=tuned["run_dir"], new_sha256=tuned["sha256"])
+    run.say(f"fine-tuned {tuned['iterations']} iterations from {tuned['init_from']} -> {tuned['run_dir']}{note}")
+    run.reg.record(run.retrain_id, training_run=tuned["run_dir"])
+
+
+def _select(ctx: StageContext) -> dict:
+    """ctx.settings: the standard campaign (a name or a YAML path), whose commands the identified twin runs. Every
+    checkpoint of the fine-tuning is exported to select/<iteration>/policy and runs that campaign
+    (select/<iteration>/campaign); training.retrain.select chooses. Without a drifted KPI (a forced retraining)
+    there is nothing to choose on: the last checkpoint is the candidate."""
+    from sim.campaign.config import load_campaign
+    from sim.campaign.runner import CampaignRequest, run_campaign
+    from training.ppo.checkpoint import checkpoints
+    from training.ppo.export_hook import export_run
+    from training.retrain.select import CheckpointScore, best, drift_left
+
+    run_dir = Path(ctx.results["finetune"]["run_dir"])
+    drifted, field_kpis = ctx.results["decide"]["drifted"], ctx.results["ingest"]["field_kpis"]
+    found = checkpoints(run_dir) if drifted else checkpoints(run_dir)[-1:]
+    campaign = identified_twin_campaign(load_campaign(ctx.settings), determined(ctx.results["sysid"]))
+    trust = ctx.config.request.trust.or_signer(ctx.config.request.signing_key)
+    scores = []
+    for i, (iteration, checkpoint) in enumerate(found):
+        where = ctx.work / f"{iteration:06d}"
+        artifact = export_run(run_dir, where / "policy", checkpoint)
+        if not drifted:
+            break
+
+        def report(done: int, total: int, i: int = i, iteration: int = iteration) -> None:
+            ctx.progress((i + done / max(total, 1)) / len(found), f"checkpoint {iteration}, {done}/{total} episodes")
+
+        outcome = run_campaign(
+            CampaignRequest(artifact, campaign, where / "campaign", promote_verdict=False, trust=trust), report
+        )
+        means = {k: v["mean"] for k, v in outcome.summary["kpis"].items()}
+        scores.append(CheckpointScore(iteration, outcome.passed, means, drift_left(means, field_kpis, drifted)))
+    iteration = best(scores).iteration if scores else found[-1][0]
+    artifact = ctx.stage_dir("select") / f"{iteration:06d}" / "policy"
+    return {
+        "iteration": iteration,
+        "scores": [s.to_dict() for s in scores],
+        "drifted": drifted,
+        "artifact": str(artifact),
+        "sha256": sha256_file(ctx.work / f"{iteration:06d}" / "policy" / "policy.onnx"),
+    }
+
+
+def _selected(ctx: StageContext, chosen: dict) -> None:
+    from training.retrain.select import CheckpointScore
+
+    run, tuned = ctx.config, ctx.results["finetune"]
+    scores = [CheckpointScore.from_dict(s) for s in chosen["scores"]]
+    if scores:
+        shown = ", ".join(f"{s.iteration} {100 * s.left:.0f}%" + ("" if s.passed else " (fails)") for s in scores)
+        run.say(
+            f"checkpoint {chosen['iteration']} chosen on the identified twin: the share of the field's "
+            f"{', '.join(chosen['drifted'])} left per checkpoint {shown} -> {chosen['artifact']}"
+        )
+    else:
+        run.say(f"checkpoint {chosen['iteration']}, the last (nothing drifted to choose on) -> {chosen['artifact']}")
+    run.reg.record(run.retrain_id, new_sha256=chosen["sha256"])
     run.reg.add_artifact(
-        tuned["sha256"],
-        new_artifact,
+        chosen["sha256"],
+        Path(chosen["artifact"]),
         run.spec.name,
         tuned["run_id"],
         Path(tuned["run_dir"]),
@@ -450,7 +513,7 @@ def _campaigns(ctx: StageContext) -> dict:
     from sim.campaign.runner import REPORT_FILE, SUMMARY_FILE, CampaignRequest, run_campaign
     from training.retrain.promote import campaign_check
 
-    new, deployed = Path(ctx.results["finetune"]["artifact"]), ctx.config.artifact
+    new, deployed = Path(ctx.results["select"]["artifact"]), ctx.config.artifact
     request = ctx.config.request
     trust = request.trust.or_signer(request.signing_key)
     standard = load_campaign(ctx.settings)
@@ -485,7 +548,7 @@ def _campaigns(ctx: StageContext) -> dict:
 
 
 def _validated(ctx: StageContext, campaigns: dict) -> None:
-    run, sha = ctx.config, ctx.results["finetune"]["sha256"]
+    run, sha = ctx.config, ctx.results["select"]["sha256"]
     for c in campaigns["checks"]:
         record = CampaignRecord(
             c["kind"], c["name"], c["passed"], Path(c["summary"]), Path(c["report"]), c["summary_sha256"]
@@ -503,7 +566,7 @@ def _promote(ctx: StageContext) -> dict:
     from sim.campaign.config import load_campaign
     from training.retrain.promote import CampaignCheck, decide, write_verdict
 
-    new, campaigns = Path(ctx.results["finetune"]["artifact"]), ctx.results["campaigns"]
+    new, campaigns = Path(ctx.results["select"]["artifact"]), ctx.results["campaigns"]
     checks = [CampaignCheck.from_dict(c) for c in campaigns["checks"]]
     promoted, reason = decide(checks, ctx.config.cfg.promotion)
     verdict = None
@@ -524,7 +587,7 @@ def _promote(ctx: StageContext) -> dict:
 def _promoted(ctx: StageContext, promotion: dict) -> None:
     run = ctx.config
     if promotion["promoted"]:
-        run.reg.mark_deployed(ctx.results["finetune"]["sha256"], run.spec.name)
+        run.reg.mark_deployed(ctx.results["select"]["sha256"], run.spec.name)
     run.say(("promoted: " if promotion["promoted"] else "not promoted: ") + promotion["reason"])
     run.reg.record(
         run.retrain_id,
@@ -541,6 +604,7 @@ PIPELINE = Pipeline(
         Stage("decide", _decide, "drift against the campaign baseline", stop=_no_drift, after=_decided),
         Stage("sysid", _sysid, "identify the twin from the logs", after=_identified),
         Stage("finetune", _finetune, "fine-tune on the identified twin", after=_tuned),
+        Stage("select", _select, "choose its checkpoint on the identified twin", fresh_dir=True, after=_selected),
         Stage("campaigns", _campaigns, "standard and identified-twin campaigns", after=_validated),
         Stage("promote", _promote, "promote if nothing got worse", after=_promoted),
     ),

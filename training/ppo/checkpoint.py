@@ -47,10 +47,15 @@ def load_checkpoint(path: Path) -> dict:
     return state
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
+def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """The run's checkpoints as (iteration, path), oldest first."""
     paths = (Path(run_dir) / "checkpoints").glob("model_*.pt")
-    found = [(int(m.group(1)), p) for p in paths if (m := _NAME.search(p.name))]
-    return max(found)[1] if found else None
+    return sorted((int(m.group(1)), p) for p in paths if (m := _NAME.search(p.name)))
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    found = checkpoints(run_dir)
+    return found[-1][1] if found else None
 
 
 def checkpoint_in(path: Path) -> Path:

@@ -24,14 +24,14 @@ from training.vec_env import OBS_GROUP
 POLICY_DIR = "policy"
 
 
-def export_run(run_dir: Path, out: Path | None = None) -> Path:
-    """Export the run's latest checkpoint (policy.onnx + manifest.json) to `out`, by default <run_dir>/policy/;
-    returns the artifact directory."""
+def export_run(run_dir: Path, out: Path | None = None, checkpoint: Path | None = None) -> Path:
+    """Export one of the run's checkpoints, by default its latest, (policy.onnx + manifest.json) to `out`, by
+    default <run_dir>/policy/; returns the artifact directory."""
     from edge.manifest import ActionLimits
     from training.export import export_policy
 
     run_dir = Path(run_dir)
-    state = load_checkpoint(checkpoint_in(run_dir))
+    state = load_checkpoint(checkpoint if checkpoint is not None else checkpoint_in(run_dir))
     cfg = PPOConfig.from_dict(state["config"])
     spec = load_robot(cfg.robot)
     info = run_dir / "run_info.json"  # written by `sim2real train`; a run driven from Python may lack it

@@ -69,7 +69,7 @@ def finetune_config(
             "seed": seed,
             "stop_at_threshold": False,
             "max_seconds": None,
-            "export": True,
+            "export": False,  # the retraining exports the checkpoint it chooses (sim2real.retrain.pipeline)
             "num_workers": 1,
             "ray_address": None,
             **overrides,
