@@ -23,7 +23,9 @@ from sim.robot import load_robot
 from sim2real.cli import main
 from sim2real.retrain import PIPELINE, RetrainRequest, retrain
 from tests.field_logs import write_twin_log
+from training.ppo.checkpoint import latest_checkpoint
 from training.retrain.drift import field_kpis
+from training.retrain.finetune import training_run_dir
 from training.retrain.ingest import read_field_log
 from training.retrain.registry import Registry
 
@@ -92,6 +94,12 @@ def test_retraining_identifies_the_field_twin_and_closes_the_gap(deployed, retra
         chosen["kpi_means"]["tracking_error_ang"] / r.field_kpis["tracking_error_ang"]
     )
     assert r.new_artifact == r.out_dir / "select" / f"{r.selected_iteration:06d}" / "policy"
+    # retraining the candidate later fine-tunes from the chosen checkpoint, not from the run's last one
+    with Registry(out / "registry.sqlite") as reg:
+        registered = reg.artifact(sha256_file(r.new_artifact / "policy.onnx"))["training_run_dir"]
+    source = training_run_dir(r.new_artifact, load_manifest(r.new_artifact), registered)
+    assert source == r.new_artifact.parent
+    assert latest_checkpoint(source) == source / "checkpoints" / f"model_{r.selected_iteration:06d}.pt"
     assert {c["kind"] for c in r.campaigns.values()} == {"standard", "identified-twin"}
     twin = next(c for c in r.campaigns.values() if c["kind"] == "identified-twin")
     assert twin["kpi_means"]["tracking_error_ang"] < twin["deployed_kpi_means"]["tracking_error_ang"]

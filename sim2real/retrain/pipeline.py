@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -432,10 +433,11 @@ def _select(ctx: StageContext) -> dict:
     """ctx.settings: the standard campaign (a name or a YAML path), whose commands the identified twin runs. Every
     checkpoint of the fine-tuning is exported to select/<iteration>/policy and runs that campaign
     (select/<iteration>/campaign); training.retrain.select chooses. Without a drifted KPI (a forced retraining)
-    there is nothing to choose on: the last checkpoint is the candidate."""
+    there is nothing to choose on: the last checkpoint is the candidate. The chosen select/<iteration>/ is a run
+    directory of one checkpoint, the one a later retraining of the candidate starts from."""
     from sim.campaign.config import load_campaign
     from sim.campaign.runner import CampaignRequest, run_campaign
-    from training.ppo.checkpoint import checkpoints
+    from training.ppo.checkpoint import checkpoint_path, checkpoints
     from training.ppo.export_hook import export_run
     from training.retrain.select import CheckpointScore, best, drift_left
 
@@ -460,13 +462,20 @@ def _select(ctx: StageContext) -> dict:
         means = {k: v["mean"] for k, v in outcome.summary["kpis"].items()}
         scores.append(CheckpointScore(iteration, outcome.passed, means, drift_left(means, field_kpis, drifted)))
     iteration = best(scores).iteration if scores else found[-1][0]
-    artifact = ctx.stage_dir("select") / f"{iteration:06d}" / "policy"
+    chosen = ctx.work / f"{iteration:06d}"
+    # the candidate's own run directory: its checkpoint beside the run's config and identity, so that retraining
+    # it later fine-tunes from this checkpoint (training_run_dir, finetune_config), not from the run's last one
+    for name in ("config.yaml", "run_info.json"):
+        shutil.copy2(run_dir / name, chosen / name)
+    checkpoint_path(chosen, iteration).parent.mkdir()
+    shutil.copy2(dict(found)[iteration], checkpoint_path(chosen, iteration))
     return {
         "iteration": iteration,
         "scores": [s.to_dict() for s in scores],
         "drifted": drifted,
-        "artifact": str(artifact),
-        "sha256": sha256_file(ctx.work / f"{iteration:06d}" / "policy" / "policy.onnx"),
+        "run_dir": str(ctx.stage_dir("select") / chosen.name),
+        "artifact": str(ctx.stage_dir("select") / chosen.name / "policy"),
+        "sha256": sha256_file(chosen / "policy" / "policy.onnx"),
     }
 
 
@@ -489,7 +498,7 @@ def _selected(ctx: StageContext, chosen: dict) -> None:
         Path(chosen["artifact"]),
         run.spec.name,
         tuned["run_id"],
-        Path(tuned["run_dir"]),
+        Path(chosen["run_dir"]),
         run.parent_sha,
         run.retrain_id,
     )
