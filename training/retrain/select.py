@@ -42,4 +42,4 @@ def best(scores: Sequence[CheckpointScore]) -> CheckpointScore:
     if not scores:
         raise ValueError("no checkpoint scored")
     passing = [s for s in scores if s.passed] or list(scores)
-    return min(reversed(sorted(passing, key=lambda s: s.iteration)), key=lambda s: s.left)
+    return min(passing, key=lambda s: (s.left, -s.iteration))
