@@ -17,9 +17,8 @@ os.environ.setdefault("FASTRTPS_DEFAULT_PROFILES_FILE", str(Path(__file__).with_
 FILE_ORDER = (
     "test_rlhf_pipeline.py",  # 155 s, the minimal run's build
     "test_retrain_pipeline.py",  # 115, trains the shared rover policy (trained_rover) beside the build
-    "test_cluster.py",  # 325
+    "test_cluster.py",  # 325, the loop end to end included
     "test_rlhf_base.py",  # 105
-    "test_loop.py",  # 180
     "test_robot_install.py",  # 40
     "test_campaign_backends.py",  # 45
     "test_quiet_console.py",  # 40

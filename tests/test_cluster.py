@@ -8,9 +8,9 @@ script that runs RLTrainer as `sim2real rlhf rl` does, reading the engine's plan
   restarts the workers, they go on from the last checkpoint, and the summary says so;
 - RL on the minimal model with its vLLM engine in a Ray actor on CPU (`--ray-engines 1 --ray-engine-device cpu`):
   after each sync the actor's greedy plans are transformers' on the trainer's weights;
-- `sim2real loop --ray-address` at the minimal budget, until the instruction stage and then to the end: each heavy
-  stage a Ray task on a node, the state file and artifacts in the run directory, the second run resuming after the
-  first's last stage;
+- `sim2real loop --ray-address` at the minimal budget, interrupted by Ctrl-C after the campaign gate and finished
+  by the same command without the cluster: train and validate as Ray tasks on a node, the rest in the driver, the
+  state file, artifacts and report in the run directory, the second run resuming after the first's last stage;
 - the second node killed (its raylet, SIGKILL) while it simulates a batch: Ray runs that batch again on the
   head, and the results hold every scenario once. It runs last: the node stays dead.
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -93,6 +94,11 @@ def _rows(out_dir) -> list[dict]:
     """Every episode line of a campaign's results, duplicates included."""
     lines = (out_dir / RESULTS_FILE).read_text().splitlines()
     return [row for row in map(json.loads, lines) if row["type"] == "episode"]
+
+
+def _loop_state(out: Path) -> dict:
+    path = out / "loop.json"
+    return json.loads(path.read_text()) if path.is_file() else {"stages": {}}
 
 
 def _by_scenario(rows: list[dict]) -> dict[str, dict]:
@@ -224,51 +230,95 @@ def test_rl_engine_in_a_ray_actor_on_cpu_runs_the_trainers_weights_after_every_s
     assert "does not see the weights the trainer wrote" in record["not_shared"]
 
 
-def test_the_loops_heavy_stages_run_as_ray_tasks_and_a_rerun_resumes(cluster, tmp_path):
-    """`sim2real loop --budget minimal --ray-address`, first until the instruction stage, then the same command
-    without --until: it resumes at deploy and runs to the end. Train, validate, instruction and retrain each run as
-    a Ray task on a node of the cluster with the budget's request; export, the two ROS sessions and the analysis in
-    the driver. loop.json and the artifacts are in the run directory (tests/test_loop.py runs the loop once more
-    with nothing left to do)."""
+def test_the_loop_interrupted_on_the_cluster_finishes_here_and_reports(cluster, tmp_path):
+    """`sim2real loop --budget minimal --ray-address`, Ctrl-C once the campaign gate has passed, then the same command
+    without --ray-address: it resumes after the last finished stage and runs the rest in this process (a user's
+    default). Train and validate (and instruction, where the interruption came in deploy) ran as Ray tasks on a
+    node of the cluster with the budget's request, the others here; loop.json, the artifacts and the report are in
+    the run directory, and a third run has nothing left to do. One run of the loop covers both ways of running its
+    stages: it is the suite's longest test."""
     from sim2real.loop.config import BUDGETS
     from sim2real.loop.stages import STAGE_NAMES
     from tests.rlhf_helpers import minimal_run
     from tests.ros_helpers import ros_env
 
     out = tmp_path / "loop"
-    # the instruction stage's pipeline resumes the session's minimal RLHF run (as tests/test_loop.py's does)
+    # the instruction stage's pipeline resumes the session's finished minimal RLHF run (the same robot, budget,
+    # engine and sources; tests/test_rlhf_pipeline.py runs it and its resume): its stages are not trained again
     shutil.copytree(Path(minimal_run()["model_dir"]).parent, out / "instruction")
-    command = _sim2real("loop", "--budget", "minimal", "--ray-address", cluster.address, "--out", out)
-    # the loop's ROS nodes in a DDS domain of their own, on localhost
-    domain = {k: ros_env(own=True)[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    first = _run(cluster, [*command, "--until", "instruction"], **domain)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    state = json.loads((out / "loop.json").read_text())
-    assert state["finished"] and list(state["stages"]) == STAGE_NAMES[: STAGE_NAMES.index("instruction") + 1]
+    here = _sim2real("loop", "--budget", "minimal", "--out", out)
+    on_cluster = [*here, "--ray-address", cluster.address]
+    # the loop's ROS nodes in a DDS domain of their own, on localhost: they never answer another test's calls
+    env = {**cluster.env, **{k: ros_env(own=True)[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}}
 
-    second = _run(cluster, command, **domain)
+    # 1. on the cluster, Ctrl-C (SIGINT to the process group, as a terminal sends it) after the campaign gate: in the
+    # instruction stage's Ray task or in the deploy stage's ROS nodes
+    log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - the subprocess writes it
+    first = subprocess.Popen(
+        on_cluster, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while "validate" not in _loop_state(out)["stages"]:
+            assert first.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the loop did not reach the campaign gate in time"
+            time.sleep(1)
+        time.sleep(5)  # into the next stages' work
+        os.killpg(first.pid, signal.SIGINT)
+        # at once, or at the latest when the running stage ends (a library may swallow the KeyboardInterrupt)
+        assert first.wait(timeout=400) == 130, (tmp_path / "first.log").read_text()[-2000:]
+    finally:
+        if first.poll() is None:  # never leave the loop's ROS nodes running into other tests
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+    interrupted = _loop_state(out)
+    assert list(interrupted["stages"]) in (STAGE_NAMES[:3], STAGE_NAMES[:4])
+    assert not interrupted["finished"]
+    assert "interrupted" in (tmp_path / "first.log").read_text()
+
+    # 2. the same command without the cluster resumes after the last finished stage and runs to the end here
+    second = subprocess.run(here, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "1/8 train" not in second.stdout and "5/8 deploy" in second.stdout
-    resumed = json.loads((out / "loop.json").read_text())
-    assert resumed["finished"] and list(resumed["stages"]) == STAGE_NAMES
-    assert all(resumed["stages"][name] == record for name, record in state["stages"].items())  # not redone
+    state = _loop_state(out)
+    assert state["finished"] and list(state["stages"]) == STAGE_NAMES
+    for name in interrupted["stages"]:  # not redone: the records are the interrupted run's
+        assert state["stages"][name] == interrupted["stages"][name]
+    assert len(list((out / "train").glob("*/*/checkpoints"))) == 1  # one training run, not a second one
+    results = {name: record["result"] for name, record in state["stages"].items()}
     requests = BUDGETS["minimal"].resources
-    results = {name: record["result"] for name, record in resumed["stages"].items()}
+    on_ray = {name for name in interrupted["stages"] if name in requests}  # what the first run finished there
+    assert on_ray in ({"train", "validate"}, {"train", "validate", "instruction"})
     for name, result in results.items():
         assert result["verdict"] in ("pass", "warn", "skipped"), (name, result)
-        if name in requests:  # a Ray task on one of the cluster's nodes, with the budget's request
+        if name in on_ray:  # a Ray task on one of the cluster's nodes, with the budget's request
             assert result["ray_task"]["node"] in {node.node_id for node in cluster.nodes}, name
             assert result["ray_task"]["request"] == dataclasses.asdict(requests[name]), name
-        else:
+        else:  # the stages the interrupted run did not finish ran in this process
             assert "ray_task" not in result, name
-    assert len({r["ray_task"]["task"] for r in results.values() if "ray_task" in r}) == len(requests) == 4
+    assert len({results[name]["ray_task"]["task"] for name in on_ray}) == len(on_ray)  # a task each
     assert results["validate"]["verdict"] == "pass", results["validate"]
     data = {name: result["data"] for name, result in results.items()}
     assert (Path(data["train"]["run_dir"]) / "summary.json").is_file()
     assert (Path(data["export"]["artifact"]) / "policy.onnx").is_file()
     assert Path(data["validate"]["summary_file"]).is_file() and Path(data["instruction"]["onnx_dir"]).is_dir()
     assert data["deploy"]["samples"] > 0 and list((out / "field_logs").rglob("*.mcap"))
-    assert (out / "report.html").is_file()
+    assert data["final"]["artifact"]  # the artifact in service was deployed again and measured
+
+    # 3. the report: every stage's verdict and key figure, the plots, the embedded state
+    report = (out / "report.html").read_text()
+    embedded = json.loads(re.search(r'id="loop-state">(.*?)</script>', report, re.S).group(1).replace("<\\/", "</"))
+    assert embedded["stages"] == state["stages"]
+    for name, s in state["stages"].items():
+        assert f"<b>{name}</b>" in report and s["result"]["verdict"].upper() in report
+        assert s["result"]["figure"].replace("&", "&amp;").replace("<", "&lt;")[:40] in report
+    assert report.count("data:image/png;base64,") >= 4  # training curves, heatmaps, instruction, field KPIs
+    assert "not run yet" not in report
+
+    # 4. a finished run has nothing left to do
+    third = subprocess.run(here, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert third.returncode == 0 and "/8 " not in third.stdout
+    assert _loop_state(out)["stages"] == state["stages"]
 
 
 def test_a_node_killed_during_a_campaign_loses_no_scenario_and_runs_none_twice(cluster, campaign, tmp_path):
