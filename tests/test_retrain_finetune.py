@@ -163,3 +163,15 @@ def test_a_fine_tuning_draws_its_duty_share_from_the_logged_commands_and_none_wi
     assert tuned.duty == duty and tuned.duty_share == 0.5
     silent = finetune_config(run_dir, {}, tmp_path / "b", {"duty_share": 0.5}, duty=[])
     assert silent.duty is None and silent.duty_share == 0.0  # a log without commands: every draw is the task's
+
+
+def test_the_emphasis_scales_the_reward_terms_behind_the_drifted_kpis():
+    from training.retrain.config import Emphasis, RetrainConfig
+
+    emphasis = Emphasis(scale=2.0, terms={"tracking_error_ang": ("tracking_ang_vel",), "falls": ()})
+    assert emphasis.reward_scales(["tracking_error_ang", "falls"]) == {"tracking_ang_vel": 2.0}
+    assert emphasis.reward_scales(["tracking_error_lin"]) == {}  # a KPI without a term: nothing weighs more
+    assert emphasis.reward_scales([]) == {}  # a retraining forced without drift
+    assert Emphasis(scale=1.0, terms=emphasis.terms).reward_scales(["tracking_error_ang"]) == {}
+    shipped = RetrainConfig.from_yaml().emphasis
+    assert shipped.scale > 1 and shipped.reward_scales(["tracking_error_ang"]) == {"tracking_ang_vel": shipped.scale}

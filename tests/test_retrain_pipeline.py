@@ -24,6 +24,7 @@ from sim2real.cli import main
 from sim2real.retrain import PIPELINE, RetrainRequest, retrain
 from tests.field_logs import write_twin_log
 from training.ppo.checkpoint import latest_checkpoint
+from training.retrain.config import RetrainConfig
 from training.retrain.drift import field_kpis
 from training.retrain.finetune import training_run_dir
 from training.retrain.ingest import read_field_log
@@ -83,6 +84,9 @@ def test_retraining_identifies_the_field_twin_and_closes_the_gap(deployed, retra
         assert shares[tuple(command)] == pytest.approx(seconds / sum(s[0] for s in SCRIPT), abs=0.02), shares
     ppo = yaml.safe_load((Path(tuned["run_dir"]) / "config.yaml").read_text())
     assert ppo["duty_share"] == tuned["duty_share"] == 0.5 and ppo["duty"] == duty
+    # the yaw-rate tracking term weighed more, as the retraining config's emphasis says for the drifted yaw KPI
+    scales = RetrainConfig.from_yaml().emphasis.reward_scales(["tracking_error_ang"])
+    assert ppo["reward_scales"] == tuned["reward_scales"] == scales and list(scales) == ["tracking_ang_vel"]
     # every checkpoint ran the identified-twin campaign; the candidate is the one that left the least field error
     iterations = list(range(ppo["checkpoint_every"], ppo["iterations"] + 1, ppo["checkpoint_every"]))
     assert [s["iteration"] for s in r.checkpoint_scores] == iterations

@@ -312,6 +312,24 @@ def test_a_duty_without_commands_or_weights_is_refused(settings, message):
         PPOConfig.from_dict({"robot": "quadruped", **settings})
 
 
+def test_reward_scales_multiply_their_terms_weights_and_name_the_terms_of_a_task_without_them(quadruped):
+    """PPOConfig.reward_scales (a fine-tuning's emphasis on what drifted) multiplies the named terms' weights in the
+    twin's task; the others keep theirs, and an unknown term is refused with the task's terms named."""
+    from training.ppo.config import ConfigError, PPOConfig
+
+    task = load_task(quadruped)
+    scaled = PPOConfig(robot="quadruped", reward_scales={"tracking_ang_vel": 2.0}).twin_task(task)
+    assert scaled.rewards["tracking_ang_vel"].weight == 2.0 * task.rewards["tracking_ang_vel"].weight != 0
+    assert {k: t for k, t in scaled.rewards.items() if k != "tracking_ang_vel"} == {
+        k: t for k, t in task.rewards.items() if k != "tracking_ang_vel"
+    }
+    assert PPOConfig(robot="quadruped").twin_task(task).rewards == task.rewards
+    with pytest.raises(ConfigError, match="no reward term 'yaw'; its terms: tracking_lin_vel, tracking_ang_vel"):
+        PPOConfig(robot="quadruped", reward_scales={"yaw": 2.0}).twin_task(task)
+    with pytest.raises(ConfigError, match="reward_scales"):
+        PPOConfig.from_dict({"robot": "quadruped", "reward_scales": {"tracking_ang_vel": -1.0}})
+
+
 def test_resampling_follows_the_task_period(tmp_path, quadruped):
     twin = BatchedTwin(quadruped, num_envs=2, seed=0, task=write(tmp_path, "commands: {resample_s: 0.1}"))
     twin.reset()

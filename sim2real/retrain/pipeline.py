@@ -387,7 +387,8 @@ def plot_fit(spec, window, identified: dict, path: Path) -> None:
 
 
 def _finetune(ctx: StageContext) -> dict:
-    """ctx.settings: PPOConfig overrides of the retraining budget."""
+    """ctx.settings: PPOConfig overrides of the retraining budget; the reward terms behind the drifted KPIs weigh
+    more (RetrainConfig.emphasis) unless those overrides set reward_scales themselves."""
     from training.ppo.launch import train
     from training.retrain.finetune import ProgressWatcher, find_run, finetune_config, training_run_dir
 
@@ -397,7 +398,8 @@ def _finetune(ctx: StageContext) -> dict:
     ranges = finetune_ranges(run.cfg, ctx.results["sysid"])
     root = ctx.out / "train"
     robot = run.manifest.robot["name"]
-    ppo = finetune_config(source, ranges, root, ctx.settings, run.request.seed, ctx.results["ingest"].get("duty"))
+    overrides = {"reward_scales": run.cfg.emphasis.reward_scales(ctx.results["decide"]["drifted"]), **ctx.settings}
+    ppo = finetune_config(source, ranges, root, overrides, run.request.seed, ctx.results["ingest"].get("duty"))
     started = find_run(root, robot)  # an interrupted fine-tuning: continue it
     resume = started if started is not None and (started / "checkpoints").is_dir() else None
 
@@ -413,6 +415,7 @@ def _finetune(ctx: StageContext) -> dict:
         "init_from": ppo.init_from,
         "randomization_ranges": ranges,
         "duty_share": ppo.duty_share,
+        "reward_scales": ppo.reward_scales or {},
         "iterations": summary["iteration"],
         "final_eval": summary["final_eval"],
     }
@@ -425,6 +428,8 @@ def _tuned(ctx: StageContext, tuned: dict) -> None:
         note = f"; {tuned['duty_share']:.0%} of its command draws from the {duty} commands the logs hold"
     elif (ctx.settings or {}).get("duty_share"):
         note = "; the logs hold no commands: every command draw is the task's"
+    if scales := tuned.get("reward_scales"):
+        note += "; reward " + ", ".join(f"{term} x{scale:g}" for term, scale in scales.items())
     run.say(f"fine-tuned {tuned['iterations']} iterations from {tuned['init_from']} -> {tuned['run_dir']}{note}")
     run.reg.record(run.retrain_id, training_run=tuned["run_dir"])
 

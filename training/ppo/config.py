@@ -57,6 +57,12 @@ class PPOConfig:
     duty_share: float = setting(
         0.0, "share of the command draws taken from `duty` instead of the task's ranges (a fine-tuning)", ge=0, le=1
     )
+    reward_scales: dict[str, float] | None = setting(
+        None,
+        "task reward terms whose weights are multiplied, e.g. {tracking_ang_vel: 2.0}: a fine-tuning's emphasis on "
+        "the term that trains the KPI that drifted in the field",
+        ge=0,
+    )
     init_from: str | None = setting(None, "a checkpoint (or run directory) whose weights and normalisers start a run")
 
     # rollout
@@ -166,7 +172,15 @@ class PPOConfig:
         return Rehearsal(own, rehearsed.randomization_config(base), self.rehearsal_share)
 
     def twin_task(self, task: VelocityTaskConfig) -> VelocityTaskConfig:
-        """The task the training twin runs: `task`, duty_share of its command draws taken from `duty`."""
+        """The task the training twin runs: `task` with the weights of reward_scales' terms multiplied, and
+        duty_share of its command draws taken from `duty`."""
+        scales = self.reward_scales or {}
+        if unknown := sorted(set(scales) - set(task.rewards)):
+            raise ConfigError(
+                f"reward_scales: the task has no reward term {unknown[0]!r}; its terms: {', '.join(task.rewards)}"
+            )
+        rewards = {k: dataclasses.replace(t, weight=t.weight * scales.get(k, 1.0)) for k, t in task.rewards.items()}
+        task = dataclasses.replace(task, rewards=rewards)
         if not self.duty_share:
             return task
         duty = tuple(tuple(float(v) for v in row) for row in self.duty or [])

@@ -97,12 +97,30 @@ class CentreRule:
         return abs(value) * self.relative if self.relative is not None else self.absolute
 
 
+@dataclass(frozen=True)
+class Emphasis:
+    """The fine-tuning's emphasis on what drifted: the weights of the task's reward terms that train a drifted KPI
+    are multiplied by `scale` (PPOConfig.reward_scales)."""
+
+    scale: float = setting(1.0, "factor on the weight of each reward term behind a drifted KPI; 1: none", ge=1)
+    terms: dict[str, tuple[str, ...]] = setting(
+        {}, "KPI -> the task reward terms that train it", choices=KPI_UNITS, noun="KPI"
+    )
+
+    def reward_scales(self, drifted: list[str]) -> dict[str, float]:
+        """PPOConfig.reward_scales for the KPIs that drifted ({} when none has a term, or scale is 1)."""
+        if self.scale == 1.0:
+            return {}
+        return {term: self.scale for kpi in drifted for term in self.terms.get(kpi, ())}
+
+
 @dataclass
 class RetrainConfig:
     sysid: dict[str, SysIdEntry] = setting({}, "robot name or default -> what system identification fits")
     centre: dict[str, CentreRule] = setting(
         {}, "how each identified parameter's range is centred", choices=FIELD_KEYS, noun="twin parameter"
     )
+    emphasis: Emphasis = field(default_factory=Emphasis)
     promotion: PromotionRule = field(default_factory=PromotionRule)
     budgets: dict[str, Budget] = setting({}, "stage sizes by budget name")
 
