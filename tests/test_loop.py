@@ -61,3 +61,16 @@ def test_every_loop_setting_is_a_flag_with_the_configs_help():
     for f in dataclasses.fields(LoopConfig):
         assert f"--{f.name.replace('_', '-')}" in text, f.name
         assert " ".join(f.metadata["help"].split()) in text or f.name in ("out", "until"), f.name
+
+
+def test_the_final_check_names_a_kpi_that_did_not_drift_and_got_worse_in_the_field():
+    from sim2real.loop.stages import worse_elsewhere
+    from training.retrain.config import PromotionRule
+
+    rule = PromotionRule(kpis=("tracking_error_lin", "tracking_error_ang", "falls"), min_abs=0.01)
+    before = {"tracking_error_lin": 0.161, "tracking_error_ang": 0.183, "falls": 0.0, "energy_j": 10.0}
+    after = {"tracking_error_lin": 0.199, "tracking_error_ang": 0.3, "falls": 0.005, "energy_j": 20.0}
+    # the drifted yaw is the gap's to judge; falls within min_abs; energy is not a KPI the rule compares
+    assert worse_elsewhere(before, after, ["tracking_error_ang"], rule) == {"tracking_error_lin": [0.161, 0.199]}
+    assert worse_elsewhere(before, before, ["tracking_error_ang"], rule) == {}
+    assert worse_elsewhere(before, after, ["tracking_error_ang", "tracking_error_lin"], rule) == {}

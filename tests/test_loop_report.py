@@ -151,6 +151,7 @@ def test_a_retraining_shows_its_fit_campaigns_and_lineage(tmp_path, results):
             "logs": "field_logs_final",
             "field_kpis": {"tracking_error_lin": 0.12, "tracking_error_ang": 0.3},
             "gap_closed": {"tracking_error_lin": 0.87},
+            "worse_elsewhere": {"tracking_error_ang": [0.25, 0.3]},
         }
     )
     shown = text(write_report(tmp_path, Run(tmp_path, results)).read_text())
@@ -158,6 +159,7 @@ def test_a_retraining_shows_its_fit_campaigns_and_lineage(tmp_path, results):
     assert "quick pass" in shown and "promoted: nothing got worse" in shown
     assert "20 80% pass 40 (chosen) 55% pass 60 40% FAIL" in shown  # the checkpoints on the identified twin
     assert "tracking_error_lin: 87% of the field-vs-campaign gap closed" in shown
+    assert "tracking_error_ang: worse in the field, 0.250 -> 0.300 (it did not drift)" in shown
     assert "logs a.mcap 3 episodes" in shown and "field, operator script, retrained 0.12 0.3" in shown
 
 

@@ -196,4 +196,6 @@ class Checked(StageOutput):
     logs: str
     field_kpis: dict[str, float]
     gap_closed: dict[str, float | None]  # drifted KPI -> share of its field-vs-campaign gap closed
+    # a KPI the promotion rule compares that did not drift and got worse in the field -> [before, after]
+    worse_elsewhere: dict[str, list[float]] = field(default_factory=dict)
     rolled_back: bool = False  # the promoted artifact made the field worse: the original is in service again

@@ -239,6 +239,9 @@ def _field(stages: dict, out: Path) -> str:
         f"<li>{html.escape(k)}: {100 * c:.0f}% of the field-vs-campaign gap closed</li>"
         for k, c in (final.gap_closed if final else {}).items()
         if c is not None
+    ) + "".join(
+        f"<li>{html.escape(k)}: worse in the field, {b:.3f} -> {a:.3f} (it did not drift)</li>"
+        for k, (b, a) in (final.worse_elsewhere if final else {}).items()
     )
     return (
         "<h2>Field vs campaign KPIs</h2><p class='note'>field = the hidden-parameter field twin over ROS 2 "

@@ -32,6 +32,7 @@ from sim2real.loop.outputs import (
 from sim2real.pipeline import Progress, Stage, StageContext
 
 if TYPE_CHECKING:
+    from training.retrain.config import PromotionRule
     from training.retrain.drift import FieldKpis
 
 PASS, WARN, FAIL, SKIPPED = "pass", "warn", "fail", "skipped"
@@ -372,12 +373,27 @@ def retrain(ctx: StageContext) -> StageResult:
 
 
 # ---------------------------------------------------------------------------------------------------- 8 final
+def worse_elsewhere(
+    before: dict[str, float], after: dict[str, float], drifted: list[str], rule: PromotionRule
+) -> dict[str, list[float]]:
+    """The KPIs the promotion rule compares that did not drift and got worse in the field by more than its min_abs:
+    KPI -> [before, after]."""
+    return {
+        kpi: [before[kpi], after[kpi]]
+        for kpi in rule.kpis
+        if kpi not in drifted and kpi in before and kpi in after and after[kpi] - before[kpi] > rule.min_abs
+    }
+
+
 def final(ctx: StageContext) -> StageResult:
     """The artifact in service (promoted, or the original one) drives the operator's script on the same field
     twin again: how much of the field-vs-campaign gap of each drifted KPI retraining closed. A promoted artifact that
-    made a drifted KPI worse in the field is rolled back: the one it replaced is deployed again."""
+    made a drifted KPI worse in the field is rolled back: the one it replaced is deployed again. A KPI the promotion
+    rule compares that did not drift but got worse in the field is named, and the stage warns: no campaign that
+    judged the promotion drives the operator's script on the field robot."""
     from edge.manifest import load_manifest
     from edge.validation import require_validated
+    from training.retrain.config import RetrainConfig
 
     retrained, analysed = Retrained.of(ctx), Analysed.of(ctx)
     promoted = retrained.promoted
@@ -399,10 +415,13 @@ def final(ctx: StageContext) -> StageResult:
         for kpi, c in closed.items()
         if c is not None
     )
+    worse = worse_elsewhere(before, after, analysed.drifted, RetrainConfig.from_yaml().promotion)
+    figure += "".join(f"; {kpi} worse in the field: {b:.3f} -> {a:.3f}" for kpi, (b, a) in worse.items())
     rolled_back = promoted and any(c is not None and c < 0 for c in closed.values())
     if rolled_back:
         figure += f"; worse in the field: rolled back, {roll_back(ctx)} in service again"
-    verdict = PASS if not run["falls"] and all(c is None or c >= 0.5 for c in closed.values()) else WARN
+    met = all(c is None or c >= 0.5 for c in closed.values())
+    verdict = PASS if not run["falls"] and met and not worse else WARN
     return StageResult(
         verdict,
         figure,
@@ -414,6 +433,7 @@ def final(ctx: StageContext) -> StageResult:
                 "logs": str(logs),
                 "field_kpis": after,
                 "gap_closed": closed,
+                "worse_elsewhere": worse,
                 "rolled_back": rolled_back,
             }
         ),
