@@ -6,7 +6,9 @@ hand-written wheel executor, or through a trained policy artifact for a robot wi
 loop passes the policy it exported, so plans are judged by what that robot does with them), then `settle_s` at
 zero command so the robot's lag is not counted as a miss (a first-order lag delays the motion but keeps its
 integral). Plans run in batches sorted by duration so short plans do not wait
-for long ones, and results are cached by plan, so repeated samples cost nothing.
+for long ones, and results are cached by plan, so repeated samples cost nothing. The batch steps on every core
+(the twin's default): the RLHF stages around it train on one torch thread, and MuJoCo's batch gives the same
+results at any thread count.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ class TwinExecutor:
         steps = int(np.ceil((durations.max() + self.settle_s) / dt))
         task = load_task(self.spec)
         task = dataclasses.replace(task, episode_length_s=steps * dt + 1.0, randomization=task.randomization.nominal())
-        twin = BatchedTwin(self.spec, num_envs=n, seed=self.seed, task=task, nthread=1).hold_commands()
+        twin = BatchedTwin(self.spec, num_envs=n, seed=self.seed, task=task).hold_commands()
         try:
             twin.reset(seed=self.seed)
             state = twin.backend.state()  # start at rest: reset's small random velocities would show up as drift
